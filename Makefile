@@ -1,0 +1,35 @@
+# Two commands do everything on a fresh machine:  make demo   and   make test
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.install-stamp
+
+.PHONY: install demo test ui bench clean
+
+install: $(STAMP)
+	@scripts/install_stockfish.sh
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# torch first and pinned: the CPU wheel on these machines, never a CUDA download.
+	$(BIN)/python -m pip install -q "torch==2.13.0"
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/chess-pipeline demo
+
+test: install
+	$(BIN)/python -m pytest -q
+
+ui: install
+	$(BIN)/chess-pipeline ui
+
+bench: install
+	@command -v pgn-extract >/dev/null 2>&1 || [ -x /usr/games/pgn-extract ] || \
+	  (apt-get install -y -qq pgn-extract >/dev/null 2>&1 || echo "pgn-extract not installed: its baseline is skipped" >&2)
+	$(BIN)/python benchmarks/ingest.py
+
+clean:
+	rm -rf $(VENV) store

@@ -1,0 +1,69 @@
+"""DuckDB over the store: views from sql/views, ad-hoc queries, reports."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.games import GAMES_SCHEMA, POSITIONS_SCHEMA, REJECTED_SCHEMA
+from pipeline.store import Store, atomic_path
+
+VIEW_ORDER = ("games", "rejected_games", "positions", "archives")
+TABLE_SCHEMAS = {"games": GAMES_SCHEMA, "rejected_games": REJECTED_SCHEMA, "positions": POSITIONS_SCHEMA}
+SCHEMA_FILE = "_schema.parquet"
+_PLACEHOLDER = re.compile(r"\{\{parquet:([a-z_]+)\}\}")
+
+
+def load_sql(name: str) -> str:
+    """Text of sql/<name>.sql, e.g. load_sql('views/games')."""
+    return resources.files("sql").joinpath(f"{name}.sql").read_text(encoding="utf-8")
+
+
+def sql_string_literal(value: str) -> str:
+    """A SQL string literal. Only for DDL, where DuckDB accepts no bound parameters
+    (the file globs inside CREATE VIEW); every query binds its values instead."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def ensure_schema_files(store: Store) -> None:
+    """A zero-row Parquet file per table, so the views bind before any archive is ingested."""
+    for table, schema in TABLE_SCHEMAS.items():
+        path = store.root / table / SCHEMA_FILE
+        if path.exists() and pq.read_schema(path).equals(schema):
+            continue
+        with atomic_path(path) as tmp:
+            pq.write_table(schema.empty_table(), tmp)
+
+
+def view_sql(store: Store, name: str) -> str:
+    def glob(m: re.Match) -> str:
+        return sql_string_literal(str(store.root / m.group(1) / "**" / "*.parquet"))
+
+    return _PLACEHOLDER.sub(glob, load_sql(f"views/{name}"))
+
+
+def create_views(store: Store) -> Path:
+    """(Re)create the DuckDB file with every view; returns its path."""
+    store.ensure()
+    ensure_schema_files(store)
+    with duckdb.connect(str(store.duckdb_path)) as con:
+        for name in VIEW_ORDER:
+            con.execute(view_sql(store, name))
+    return store.duckdb_path
+
+
+def connect(store: Store, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+    """A connection to the store's DuckDB file (created on first use)."""
+    if not store.duckdb_path.exists():
+        create_views(store)
+    return duckdb.connect(str(store.duckdb_path), read_only=read_only)
+
+
+def query(store: Store, sql: str, params: list | dict | None = None) -> pa.Table:
+    with connect(store) as con:
+        return con.sql(sql, params=params).to_arrow_table()

@@ -1,0 +1,340 @@
+"""From raw game texts to rows of the games, rejected_games and positions tables."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+
+import chess
+import numpy as np
+import pyarrow as pa
+
+from pipeline import encoding
+from pipeline.archive import RawGame
+from pipeline.replay import NO_EP, ReplayError, State, replay
+
+TAG_REGEX = re.compile(r"^\[([A-Za-z0-9][A-Za-z0-9_+#=:-]*)\s+\"([^\r]*)\"\]\s*$")
+# Comments ({...}, unclosed ones to the end), rest-of-line comments and escape lines.
+_STRIP = re.compile(r"\{[^}]*\}?|;[^\n]*|^%[^\n]*", re.M)
+_TOKEN = re.compile(
+    r"[NBKRQ]?[a-h]?[1-8]?[\-x]?[a-h][1-8](?:=?[nbrqkNBRQK])?|[PNBRQK]?@[a-h][1-8]|--|Z0|0000|@@@@"
+    r"|O-O(?:-O)?|0-0(?:-0)?|1-0|0-1|1/2-1/2|\*|\(|\)"
+)
+# Everything movetext may hold besides moves: move numbers, NAGs, annotation glyphs.
+_NOT_JUNK = re.compile(
+    r"\s+|\d+\s*\.+|\$\d+|[!?]+|[+#]|=|" + _TOKEN.pattern
+)
+RESULTS = frozenset(("1-0", "0-1", "1/2-1/2", "*"))
+EXCERPT_CHARS = 600
+
+# Headers with a column of their own; every other header goes to extra_headers.
+COLUMN_HEADERS = {
+    "Event": "event", "Site": "site", "Date": "date", "Round": "round", "White": "white",
+    "Black": "black", "Result": "result", "TimeControl": "time_control",
+    "Termination": "termination", "ECO": "eco",
+}
+_CCRL_TC = re.compile(r"CCRL\s+(\d+)\s*/\s*(\d+)")
+_STANDARD_VARIANTS = {"", "standard", "chess", "normal", "std", "from position", "fromposition", "?"}
+
+GAMES_SCHEMA = pa.schema([
+    ("game_id", pa.int64()), ("archive", pa.string()), ("game_index", pa.int32()),
+    ("source", pa.string()), ("event", pa.string()), ("site", pa.string()), ("date", pa.string()),
+    ("round", pa.string()), ("white", pa.string()), ("black", pa.string()),
+    ("white_elo", pa.int32()), ("black_elo", pa.int32()), ("result", pa.string()),
+    ("time_control", pa.string()), ("termination", pa.string()), ("eco", pa.string()),
+    ("ply_count", pa.int32()), ("moves_uci", pa.string()), ("start_fen", pa.string()),
+    ("result_movetext", pa.string()), ("result_board", pa.string()), ("result_mismatch", pa.bool_()),
+    ("outcome", pa.string()), ("extra_headers", pa.map_(pa.string(), pa.string())),
+])
+
+REJECTED_SCHEMA = pa.schema([
+    ("archive", pa.string()), ("game_index", pa.int32()), ("reason_code", pa.string()),
+    ("reason", pa.string()), ("ply", pa.int32()), ("excerpt", pa.string()),
+])
+
+POSITIONS_SCHEMA = pa.schema([
+    ("position_key", pa.uint64()), ("game_id", pa.int64()), ("ply", pa.uint16()),
+    ("planes", pa.binary(96)), ("side_to_move", pa.string()), ("castling", pa.uint8()),
+    ("ep_square", pa.int8()), ("halfmove_clock", pa.uint16()), ("fullmove_number", pa.uint16()),
+    ("move_uci", pa.string()), ("is_capture", pa.bool_()), ("is_check", pa.bool_()),
+    ("result", pa.string()), ("white_elo", pa.int32()), ("black_elo", pa.int32()),
+])
+
+
+class Rejected(Exception):
+    def __init__(self, code: str, reason: str, ply: int | None = None):
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+        self.ply = ply
+
+
+def game_id(archive: str, index: int) -> int:
+    """Stable 63-bit id of a game: the same archive key and index always give the same id."""
+    digest = hashlib.blake2b(f"{archive}\x00{index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def split_game(text: str) -> tuple[dict[str, str], str]:
+    """Tag pairs (in order; the first of a repeated tag wins, as in python-chess) and movetext."""
+    headers: dict[str, str] = {}
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        s = line.strip()
+        if not s or line.startswith("%") or line.startswith(";"):
+            i += 1
+            continue
+        if not s.startswith("["):
+            break
+        m = TAG_REGEX.match(s)
+        if m and m.group(1) not in headers:
+            headers[m.group(1)] = m.group(2)
+        i += 1
+    return headers, "\n".join(lines[i:])
+
+
+def tokenize(movetext: str) -> tuple[list[str], str | None]:
+    """Mainline SAN tokens and the result marker that ends the mainline (None if absent)."""
+    body = _STRIP.sub(" ", movetext) if ("{" in movetext or ";" in movetext or "%" in movetext) else movetext
+    tokens = _TOKEN.findall(body)
+    junk = _NOT_JUNK.sub("", body)
+    if junk:
+        raise Rejected("unparsable_move", f"unrecognised text {junk[:40]!r} in the movetext")
+    result = None
+    if "(" in body:
+        mainline: list[str] = []
+        depth = 0
+        for tok in tokens:
+            if tok == "(":
+                depth += 1
+            elif tok == ")":
+                depth = max(0, depth - 1)
+            elif depth == 0:
+                mainline.append(tok)
+        tokens = mainline
+    else:
+        tokens = [t for t in tokens if t != ")"]
+    sans = []
+    for tok in tokens:
+        if tok in RESULTS:
+            result = tok
+        else:
+            sans.append(tok)
+    return sans, result
+
+
+def parse_elo(value: str | None) -> int | None:
+    if not value:
+        return None
+    value = value.strip()
+    return int(value) if value.isdigit() and len(value) < 6 else None
+
+
+def detect_source(headers: dict[str, str]) -> str:
+    site = headers.get("Site", "")
+    event = headers.get("Event", "")
+    if "FICSGamesDBGameNo" in headers or "FICS" in site or "freechess" in site.lower():
+        return "fics"
+    if "lichess.org" in site.lower():
+        return "lichess"
+    if "CCRL" in event or "CCRL" in site:
+        return "ccrl"
+    if site == "chess-pipeline selfplay":
+        return "selfplay"
+    return "other"
+
+
+def time_control(headers: dict[str, str]) -> str | None:
+    tc = headers.get("TimeControl")
+    if tc and tc not in ("?", "-"):
+        return tc
+    m = _CCRL_TC.search(headers.get("Event", ""))
+    if m:
+        # CCRL names its time control in Event, e.g. "CCRL 40/15": 40 moves in 15 minutes.
+        return f"{m.group(1)}/{int(m.group(2)) * 60}"
+    return tc
+
+
+def _initial_board(headers: dict[str, str]) -> tuple[chess.Board, str | None]:
+    variant = headers.get("Variant", "").strip().lower()
+    if variant not in _STANDARD_VARIANTS:
+        raise Rejected("variant", f"variant {headers['Variant']!r} is not standard chess")
+    fen = headers.get("FEN")
+    if fen is None:
+        if headers.get("SetUp", "0").strip() == "1":
+            raise Rejected("bad_fen", "SetUp is 1 but the game has no FEN tag")
+        return chess.Board(), None
+    try:
+        board = chess.Board(fen)
+    except ValueError as e:
+        raise Rejected("bad_fen", f"invalid FEN setup {fen!r}: {e}") from e
+    if board.has_chess960_castling_rights() or "960" in variant:
+        raise Rejected("variant", f"FEN setup {fen!r} has Chess960 castling rights")
+    status = board.status()
+    if status != chess.STATUS_VALID:
+        names = [s.name for s in chess.Status if s and s in status]
+        raise Rejected("bad_fen", f"FEN setup {fen!r} is not a legal position: {', '.join(names)}")
+    return board, board.fen()
+
+
+def _board_result(board: chess.Board) -> str | None:
+    if board.is_checkmate():
+        return "0-1" if board.turn == chess.WHITE else "1-0"
+    if board.is_stalemate() or board.is_insufficient_material():
+        return "1/2-1/2"
+    return None
+
+
+def _outcome(tag: str | None, movetext: str | None, board: str | None) -> tuple[str, bool]:
+    known = [r for r in (board, movetext, tag) if r in ("1-0", "0-1", "1/2-1/2")]
+    mismatch = len(set(known)) > 1
+    return (known[0] if known else "*"), mismatch
+
+
+@dataclass
+class ChunkBuilder:
+    """Accumulates the rows of a batch of games; to_tables() makes Arrow tables."""
+
+    archive: str
+    games: dict[str, list] = field(default_factory=lambda: {n: [] for n in GAMES_SCHEMA.names})
+    rejected: dict[str, list] = field(default_factory=lambda: {n: [] for n in REJECTED_SCHEMA.names})
+    records: list = field(default_factory=list)
+    pos_game: list = field(default_factory=list)
+    pos_ply: list = field(default_factory=list)
+    pos_turn: list = field(default_factory=list)
+    pos_fullmove: list = field(default_factory=list)
+    pos_move: list = field(default_factory=list)
+    pos_capture: list = field(default_factory=list)
+    pos_result: list = field(default_factory=list)
+    pos_welo: list = field(default_factory=list)
+    pos_belo: list = field(default_factory=list)
+
+    def add(self, raw: RawGame) -> bool:
+        """Add one game; True if it went to games, False if rejected."""
+        try:
+            self._add_game(raw)
+            return True
+        except Rejected as r:
+            self._reject(raw, r.code, r.reason, r.ply)
+            return False
+
+    def _reject(self, raw: RawGame, code: str, reason: str, ply: int | None) -> None:
+        rj = self.rejected
+        rj["archive"].append(self.archive)
+        rj["game_index"].append(raw.index)
+        rj["reason_code"].append(code)
+        rj["reason"].append(reason)
+        rj["ply"].append(ply)
+        rj["excerpt"].append(raw.text[:EXCERPT_CHARS])
+
+    def _add_game(self, raw: RawGame) -> None:
+        headers, movetext = split_game(raw.text)
+        if not raw.terminated:
+            raise Rejected("truncated", "archive ends inside this game (no result marker): the last game is truncated")
+        sans, result_movetext = tokenize(movetext)
+        board, start_fen = _initial_board(headers)
+        state = State.from_board(board)
+        start_turn, start_fullmove = state.turn, state.fullmove
+        try:
+            records, ucis, captures = replay(state, sans)
+        except ReplayError as e:
+            code = "illegal_move"
+            text = str(e)
+            if "ambiguous" in text:
+                code = "ambiguous_move"
+            elif "unparsable" in text:
+                code = "unparsable_move"
+            elif "null move" in text or "drop" in text:
+                code = "unsupported_move"
+            raise Rejected(code, text, e.ply) from e
+        final = state.to_board()
+        result_tag = headers.get("Result")
+        result_board = _board_result(final)
+        outcome, mismatch = _outcome(result_tag, result_movetext, result_board)
+        gid = game_id(self.archive, raw.index)
+        welo, belo = parse_elo(headers.get("WhiteElo")), parse_elo(headers.get("BlackElo"))
+
+        g = self.games
+        g["game_id"].append(gid)
+        g["archive"].append(self.archive)
+        g["game_index"].append(raw.index)
+        g["source"].append(detect_source(headers))
+        for tag, col in COLUMN_HEADERS.items():
+            g[col].append(headers.get(tag))
+        g["time_control"][-1] = time_control(headers)
+        g["white_elo"].append(welo)
+        g["black_elo"].append(belo)
+        g["ply_count"].append(len(ucis))
+        g["moves_uci"].append(" ".join(ucis))
+        g["start_fen"].append(start_fen)
+        g["result_movetext"].append(result_movetext)
+        g["result_board"].append(result_board)
+        g["result_mismatch"].append(mismatch)
+        g["outcome"].append(outcome)
+        g["extra_headers"].append([(k, v) for k, v in headers.items() if k not in COLUMN_HEADERS])
+
+        n = len(records)
+        self.records.extend(records)
+        self.pos_game.append(np.full(n, gid, dtype=np.int64))
+        self.pos_ply.append(np.arange(n, dtype=np.uint16))
+        # Side to move alternates from the start position's.
+        turn = np.zeros(n, dtype=bool)
+        turn[(0 if start_turn else 1)::2] = True
+        self.pos_turn.append(turn)
+        plies_before = np.arange(n) + (0 if start_turn else 1)
+        self.pos_fullmove.append((start_fullmove + plies_before // 2).astype(np.uint16))
+        self.pos_move.extend(ucis)
+        self.pos_move.append(None)
+        self.pos_capture.append(False)
+        self.pos_capture.extend(captures)
+        self.pos_result.extend([outcome] * n)
+        self.pos_welo.extend([welo] * n)
+        self.pos_belo.extend([belo] * n)
+
+    def to_tables(self) -> tuple[pa.Table, pa.Table, pa.Table]:
+        games = pa.Table.from_pydict(self.games, schema=GAMES_SCHEMA)
+        rejected = pa.Table.from_pydict(self.rejected, schema=REJECTED_SCHEMA)
+        return games, rejected, self._positions()
+
+    def _positions(self) -> pa.Table:
+        n = len(self.records)
+        if n == 0:
+            return POSITIONS_SCHEMA.empty_table()
+        rec = np.array(self.records, dtype=np.uint64)
+        planes = encoding.planes_from_records(*rec[:, :7].T)
+        turn = np.concatenate(self.pos_turn)
+        castling = encoding.castling_bits(rec[:, 7])
+        ep_raw = rec[:, 8].astype(np.int16)
+        ep_raw[ep_raw == NO_EP] = -1
+        ep = encoding.polyglot_ep(ep_raw, turn, planes)
+        keys = encoding.zobrist(planes, castling, ep, turn)
+        packed = encoding.pack_planes(planes)
+        planes_arr = pa.FixedSizeBinaryArray.from_buffers(pa.binary(96), n, [None, pa.py_buffer(packed.tobytes())])
+        return pa.Table.from_arrays([
+            pa.array(keys, type=pa.uint64()),
+            pa.array(np.concatenate(self.pos_game), type=pa.int64()),
+            pa.array(np.concatenate(self.pos_ply), type=pa.uint16()),
+            planes_arr,
+            pa.array(np.where(turn, "w", "b"), type=pa.string()),
+            pa.array(castling, type=pa.uint8()),
+            pa.array(ep, type=pa.int8(), mask=ep < 0),
+            pa.array(rec[:, 9].astype(np.uint16), type=pa.uint16()),
+            pa.array(np.concatenate(self.pos_fullmove), type=pa.uint16()),
+            pa.array(self.pos_move, type=pa.string()),
+            pa.array(self.pos_capture, type=pa.bool_()),
+            pa.array(rec[:, 10].astype(bool), type=pa.bool_()),
+            pa.array(self.pos_result, type=pa.string()),
+            pa.array(self.pos_welo, type=pa.int32()),
+            pa.array(self.pos_belo, type=pa.int32()),
+        ], schema=POSITIONS_SCHEMA)
+
+
+def process_games(archive: str, raws: list[RawGame]) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """Parse and replay a batch of games (the unit of work sent to worker processes)."""
+    builder = ChunkBuilder(archive)
+    for raw in raws:
+        builder.add(raw)
+    return builder.to_tables()

@@ -1,0 +1,1 @@
+"""SQL files (views/, datasets/, reports/), loaded by name with importlib.resources."""

@@ -1,0 +1,41 @@
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+
+
+def _require_shared() -> bool:
+    return os.environ.get("CHESS_PIPELINE_REQUIRE_SHARED") == "1"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data: skipped when absent, a failure when CHESS_PIPELINE_REQUIRE_SHARED=1."""
+    if not (SHARED / "pgn").is_dir():
+        msg = f"shared data not found at {SHARED} (the real FICS/lichess archives live there)"
+        if _require_shared():
+            pytest.fail(msg + " and CHESS_PIPELINE_REQUIRE_SHARED=1")
+        pytest.skip(msg)
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def fics_2022(shared_data) -> Path:
+    return shared_data / "pgn" / "ficsgamesdb_202201_standard2000_nomovetimes_263567.pgn.zst"
+
+
+@pytest.fixture(scope="session")
+def fics_search(shared_data) -> Path:
+    return shared_data / "pgn" / "ficsgamesdb_search_122216.pgn.zst"
+
+
+@pytest.fixture(scope="session")
+def stockfish() -> str:
+    from pipeline.engine import EngineNotFound, find_stockfish
+
+    try:
+        return find_stockfish()
+    except EngineNotFound as e:
+        pytest.fail(str(e))

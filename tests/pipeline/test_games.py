@@ -1,0 +1,129 @@
+"""The nasty hand-written PGN, compression formats and broken archives."""
+
+import bz2
+import gzip
+import io
+
+import chess
+import chess.pgn
+import pytest
+import zstandard
+
+from pipeline.archive import ArchiveError, detect_compression, iter_raw_games
+from pipeline.games import process_games
+from tests.fixtures_pgn import LATIN1_EXPECT, NASTY, nasty_bytes
+
+
+def _tables(path):
+    return process_games("t", list(iter_raw_games(path)))
+
+
+@pytest.fixture
+def nasty(tmp_path):
+    p = tmp_path / "nasty.pgn"
+    p.write_bytes(nasty_bytes())
+    return p
+
+
+def test_every_nasty_game_lands_once_with_the_expected_outcome(nasty):
+    games, rejected, positions = _tables(nasty)
+    n_total = len(NASTY) + 2  # + latin-1 game + truncated last game
+    assert games.num_rows + rejected.num_rows == n_total
+    assert sorted(games.column("game_index").to_pylist() + rejected.column("game_index").to_pylist()) == list(range(n_total))
+    kept = {r["game_index"]: r for r in games.to_pylist()}
+    rej = {r["game_index"]: r for r in rejected.to_pylist()}
+    for i, (text, code, facts) in enumerate(NASTY):
+        if code is None:
+            assert i in kept, f"game {i} rejected: {rej.get(i)}"
+            g = kept[i]
+            assert g["ply_count"] == facts["plies"]
+            for k in ("outcome", "result", "result_movetext", "result_board", "start_fen"):
+                if k in facts:
+                    assert g[k] == facts[k], (i, k)
+            if "moves" in facts:
+                assert g["moves_uci"] == facts["moves"]
+            assert g["result_mismatch"] == facts.get("mismatch", False)
+        else:
+            assert i in rej, f"game {i} kept, expected {code}"
+            assert rej[i]["reason_code"] == code, rej[i]
+            assert rej[i]["reason"]
+            assert rej[i]["excerpt"] and rej[i]["excerpt"] in text
+            if "ply" in facts:
+                assert rej[i]["ply"] == facts["ply"]
+    latin = kept[len(NASTY)]
+    assert (latin["white"], latin["black"], latin["ply_count"]) == (
+        LATIN1_EXPECT["white"], LATIN1_EXPECT["black"], LATIN1_EXPECT["plies"])
+    assert rej[len(NASTY) + 1]["reason_code"] == "truncated"
+    # One position per ply plus the start, for every kept game.
+    assert positions.num_rows == sum(g["ply_count"] + 1 for g in kept.values())
+
+
+def test_kept_and_rejected_agree_with_python_chess(nasty):
+    """Independent check: python-chess's own reader on each game text."""
+    games, rejected, _ = _tables(nasty)
+    kept = set(games.column("game_index").to_pylist())
+    for i, (text, code, facts) in enumerate(NASTY):
+        game = chess.pgn.read_game(io.StringIO(text))
+        pc_ok = not game.errors and "960" not in game.headers.get("Variant", "") and not any(
+            m == chess.Move.null() for m in game.mainline_moves())
+        if facts.get("python_chess_differs"):
+            assert pc_ok and i not in kept
+            continue
+        assert pc_ok == (i in kept), (i, game.errors)
+        if pc_ok:
+            row = games.filter(games.column("game_index").to_numpy() == i).to_pylist()[0]
+            assert row["moves_uci"].split() == [m.uci() for m in game.mainline_moves()] or row["ply_count"] == 0
+
+
+@pytest.mark.parametrize("fmt", ["plain", "zstd", "gzip", "bzip2", "zstd-misnamed", "gzip-multistream"])
+def test_compression_formats_read_the_same(tmp_path, fmt):
+    data = nasty_bytes(with_truncated=False)
+    reference = tmp_path / "ref.pgn"
+    reference.write_bytes(data)
+    if fmt == "plain":
+        p, blob = tmp_path / "a.pgn", data
+    elif fmt == "zstd":
+        p, blob = tmp_path / "a.pgn.zst", zstandard.ZstdCompressor().compress(data)
+    elif fmt == "gzip":
+        p, blob = tmp_path / "a.pgn.gz", gzip.compress(data)
+    elif fmt == "bzip2":
+        p, blob = tmp_path / "a.pgn.bz2", bz2.compress(data)
+    elif fmt == "zstd-misnamed":
+        p, blob = tmp_path / "a.pgn", zstandard.ZstdCompressor().compress(data)
+    else:
+        half = len(data) // 2
+        cut = data.index(b"\n[Event", half) + 1
+        p, blob = tmp_path / "a.pgn.gz", gzip.compress(data[:cut]) + gzip.compress(data[cut:])
+    p.write_bytes(blob)
+    expected = _tables(reference)
+    got = _tables(p)
+    for a, b in zip(expected, got):
+        assert a.equals(b)
+    assert detect_compression(p) == {"plain": "none", "zstd-misnamed": "zstd", "gzip-multistream": "gzip"}.get(fmt, fmt)
+
+
+@pytest.mark.parametrize("fmt", ["zstd", "gzip", "bzip2"])
+def test_truncated_compressed_archive_is_an_archive_error(tmp_path, fics_search, fmt):
+    data = zstandard.ZstdDecompressor().decompress(fics_search.read_bytes(), max_output_size=1 << 30)
+    blob = {"zstd": zstandard.ZstdCompressor().compress, "gzip": gzip.compress, "bzip2": bz2.compress}[fmt](data)
+    p = tmp_path / f"cut.pgn.{ {'zstd': 'zst', 'gzip': 'gz', 'bzip2': 'bz2'}[fmt] }"
+    p.write_bytes(blob[: len(blob) * 2 // 3])
+    with pytest.raises(ArchiveError, match="truncated|corrupt"):
+        for _ in iter_raw_games(p):
+            pass
+
+
+def test_binary_junk_is_an_archive_error(tmp_path):
+    p = tmp_path / "junk.pgn"
+    p.write_bytes(bytes(range(256)) * 64)
+    with pytest.raises(ArchiveError, match="not a PGN"):
+        list(iter_raw_games(p))
+
+
+def test_game_counts_match_python_chess_on_every_shared_archive(shared_data):
+    from pipeline.ingest import count_games_python_chess
+
+    files = sorted(p for p in (shared_data / "pgn").rglob("*") if p.is_file())
+    assert len(files) >= 17
+    for f in files:
+        assert sum(1 for _ in iter_raw_games(f)) == count_games_python_chess(f), f.name

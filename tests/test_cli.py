@@ -1,0 +1,47 @@
+"""The command line, end to end: demo (self-play sample), ingest, sql formats."""
+
+import csv
+import io
+import json
+
+import duckdb
+import pytest
+
+from assets.cli import main
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.delenv("CHESS_PIPELINE_HOME", raising=False)
+    return tmp_path / "store"
+
+
+def test_demo_makes_a_selfplay_archive_and_runs_the_graph(home, capsys, stockfish):
+    main(["--home", str(home), "demo", "--games", "4"])
+    out = capsys.readouterr().out
+    assert "archive_summary" not in out  # prints the table, not the view name
+    with duckdb.connect(str(home / "chess.duckdb"), read_only=True) as con:
+        [(games, rejected, plies, positions)] = con.sql(
+            "SELECT games, rejected, plies, positions FROM archive_summary").fetchall()
+        assert (games, rejected) == (4, 0) and positions == plies + games
+        assert con.sql("SELECT DISTINCT source FROM games").fetchall() == [("selfplay",)]
+    # The runs are in the persistent instance, so the UI shows them.
+    import dagster as dg
+
+    with dg.DagsterInstance.get() as inst:
+        assert len(inst.get_runs()) >= 2
+
+
+def test_ingest_and_sql_formats(home, capsys, fics_search):
+    main(["--home", str(home), "ingest", str(fics_search)])
+    capsys.readouterr()
+    main(["--home", str(home), "sql", "SELECT count(*) AS n, sum(ply_count + 1) AS p FROM games", "--format", "csv"])
+    rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    assert rows[0] == ["n", "p"] and int(rows[1][0]) == 606
+    main(["--home", str(home), "sql", "SELECT count(*) AS n FROM positions", "--format", "json"])
+    assert json.loads(capsys.readouterr().out) == [{"n": int(rows[1][1])}]
+    main(["--home", str(home), "report", "reject_reasons"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="sql"):
+        main(["--home", str(home), "sql", "SELECT * FROM no_such_table"])
