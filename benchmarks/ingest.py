@@ -1,0 +1,128 @@
+"""Archive -> Parquet throughput on the real FICS files, against baselines run in this process.
+
+    python benchmarks/ingest.py [--data ../shared/data/pgn]
+
+All FICS files are concatenated into one temporary plain PGN (so every run reads the same
+bytes and the parallel run has enough chunks to spread). Then, on that file:
+
+  (a) python-chess: read_game + replay of the mainline, one core (the usual baseline)
+  (b) pgn-extract --fencomments (C): a FEN after every ply, one core
+  ours, 1 worker: archive -> games + rejected_games + positions Parquet, end to end
+  ours, 2 workers (every core): the same
+
+and prints plies/s with ratios. Targets (issue 2): ours/1 >= 3x (a); ours/2 near 2x ours/1;
+positions planes under 4 bytes per position.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import chess.pgn  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from pipeline.archive import open_archive  # noqa: E402
+from pipeline.ingest import IngestConfig, ingest_archive  # noqa: E402
+from pipeline.store import Store  # noqa: E402
+
+
+def python_chess_baseline(path: Path) -> tuple[int, float]:
+    plies = 0
+    start = time.perf_counter()
+    with open(path, encoding="utf-8") as f:
+        while (game := chess.pgn.read_game(f)) is not None:
+            board = game.board()
+            for move in game.mainline_moves():
+                board.push(move)
+                plies += 1
+    return plies, time.perf_counter() - start
+
+
+FEN_COMMENT = re.compile(rb"\{\s*[1-8pnbrqkPNBRQK]+(?:/[1-8pnbrqkPNBRQK]+){7}\s+[wb]\s")
+
+
+def pgn_extract_baseline(path: Path) -> tuple[int, float] | None:
+    exe = shutil.which("pgn-extract") or ("/usr/games/pgn-extract" if os.path.exists("/usr/games/pgn-extract") else None)
+    if not exe:
+        return None
+    start = time.perf_counter()
+    out = subprocess.run([exe, "--fencomments", "-s", str(path)], capture_output=True, check=True).stdout
+    seconds = time.perf_counter() - start
+    plies = len(FEN_COMMENT.findall(out))
+    return plies, seconds
+
+
+def ours(path: Path, workers: int) -> tuple[int, float, dict]:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(Path(tmp)).ensure()
+        stats = ingest_archive(store, "bench", path, IngestConfig(workers=workers))
+        per_column: Counter = Counter()
+        meta = pq.ParquetFile(store.partition_file("positions", "bench")).metadata
+        for rg in range(meta.num_row_groups):
+            for i in range(meta.num_columns):
+                col = meta.row_group(rg).column(i)
+                per_column[col.path_in_schema] += col.total_compressed_size
+        sizes = {
+            "positions": stats.positions,
+            "bytes_per_position": stats.bytes_per_position,
+            "planes_bytes_per_position": per_column["planes"] / stats.positions,
+            "key_bytes_per_position": per_column["position_key"] / stats.positions,
+        }
+        return stats.plies, stats.seconds, sizes
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "pgn")
+    args = ap.parse_args()
+    files = sorted(p for p in args.data.rglob("*") if p.is_file() and "fics" in p.name)
+    if not files:
+        raise SystemExit(f"no FICS archives under {args.data}")
+    with tempfile.TemporaryDirectory() as tmp:
+        combined = Path(tmp) / "fics.pgn"
+        with open(combined, "wb") as out:
+            for f in files:
+                with open_archive(f) as src:
+                    shutil.copyfileobj(src, out)
+                out.write(b"\n\n")
+        print(f"{len(files)} FICS archives, {combined.stat().st_size / 1e6:.1f} MB of PGN, {os.cpu_count()} cores")
+
+        pc_plies, pc_s = python_chess_baseline(combined)
+        pc_rate = pc_plies / pc_s
+        print(f"(a) python-chess read_game + replay: {pc_plies:,} plies in {pc_s:.2f}s = {pc_rate:,.0f} plies/s")
+        pe = pgn_extract_baseline(combined)
+        if pe:
+            print(f"(b) pgn-extract --fencomments:       {pe[0]:,} FENs in {pe[1]:.2f}s = {pe[0] / pe[1]:,.0f} plies/s")
+        else:
+            print("(b) pgn-extract not installed (apt-get install pgn-extract): skipped")
+
+        p1, s1, sizes = ours(combined, 1)
+        assert p1 == pc_plies, f"ply count differs from python-chess: {p1} vs {pc_plies}"
+        r1 = p1 / s1
+        print(f"ours, 1 worker:  {p1:,} plies in {s1:.2f}s = {r1:,.0f} plies/s   "
+              f"{r1 / pc_rate:.2f}x (a)" + (f"   {r1 / (pe[0] / pe[1]):.2f}x (b)" if pe else ""))
+        workers = os.cpu_count() or 1
+        if workers > 1:
+            p2, s2, _ = ours(combined, workers)
+            r2 = p2 / s2
+            print(f"ours, {workers} workers: {p2:,} plies in {s2:.2f}s = {r2:,.0f} plies/s   "
+                  f"{r2 / pc_rate:.2f}x (a)   {r2 / r1:.2f}x ours/1 worker")
+        print(f"positions: {sizes['bytes_per_position']:.2f} bytes/position on disk in all; "
+              f"planes {sizes['planes_bytes_per_position']:.2f} (target < 4), "
+              f"64-bit key {sizes['key_bytes_per_position']:.2f} (random bits, incompressible)")
+
+
+if __name__ == "__main__":
+    main()
