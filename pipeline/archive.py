@@ -13,7 +13,6 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
@@ -252,7 +251,3 @@ _RESULTS = ("1-0", "0-1", "1/2-1/2", "*")
 def _ends_with_result(text: str) -> bool:
     body = text.rstrip()
     return body.endswith(_RESULTS)
-
-
-def archive_size(path: Path) -> int:
-    return os.path.getsize(path)

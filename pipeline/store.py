@@ -20,7 +20,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,18 +212,3 @@ class AtomicParquetWriter:
                 self._ctx.__exit__(type(err), err, None)
             except BaseException:
                 pass
-
-
-def write_table_atomic(table: pa.Table, dest: Path) -> None:
-    writer = AtomicParquetWriter(dest, table.schema)
-    try:
-        writer.write(table)
-    except BaseException as e:
-        writer.abort(e)
-        raise
-    writer.commit()
-
-
-def remove_partition(store: Store, tables: Iterable[str], key: str) -> None:
-    for table in tables:
-        shutil.rmtree(store.partition_dir(table, key), ignore_errors=True)

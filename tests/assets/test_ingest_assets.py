@@ -5,7 +5,6 @@ import hashlib
 import dagster as dg
 import duckdb
 import pytest
-import zstandard
 
 from assets.cli import failure_message
 from assets.ingest import archive_tables, duckdb_views

@@ -7,7 +7,6 @@ import chess
 import chess.pgn
 import chess.polyglot
 import numpy as np
-import pytest
 
 from pipeline import encoding
 from pipeline.archive import RawGame, iter_raw_games
