@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 import chess
+import chess.pgn
 import numpy as np
 import pyarrow as pa
 
@@ -14,7 +15,6 @@ from pipeline import encoding
 from pipeline.archive import RawGame
 from pipeline.replay import NO_EP, ReplayError, State, replay
 
-TAG_REGEX = re.compile(r"^\[([A-Za-z0-9][A-Za-z0-9_+#=:-]*)\s+\"([^\r]*)\"\]\s*$")
 # Comments ({...}, unclosed ones to the end), rest-of-line comments and escape lines.
 _STRIP = re.compile(r"\{[^}]*\}?|;[^\n]*|^%[^\n]*", re.M)
 _TOKEN = re.compile(
@@ -89,7 +89,7 @@ def split_game(text: str) -> tuple[dict[str, str], str]:
             continue
         if not s.startswith("["):
             break
-        m = TAG_REGEX.match(s)
+        m = chess.pgn.TAG_REGEX.match(s)
         if m and m.group(1) not in headers:
             headers[m.group(1)] = m.group(2)
         i += 1

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 
 import chess.pgn
@@ -81,19 +81,14 @@ def _results(key: str, path: Path, config: IngestConfig) -> Iterator[tuple[pa.Ta
     """Processed chunks in archive order, with at most 2 x workers chunks in flight."""
     workers = config.workers or os.cpu_count() or 1
     chunks = _chunks(iter_raw_games(path), config.chunk_games)
-    first = next(chunks, None)
-    if first is None:
-        return
-    second = next(chunks, None)
-    if workers == 1 or second is None:
-        yield process_games(key, first)
-        if second is not None:
-            yield process_games(key, second)
-            for chunk in chunks:
-                yield process_games(key, chunk)
+    head = list(islice(chunks, 2))
+    if workers == 1 or len(head) < 2:
+        # One chunk (or one worker): a process pool would only add its start-up time.
+        for chunk in chain(head, chunks):
+            yield process_games(key, chunk)
         return
     with _pool(workers) as pool:
-        pending: list[Future] = [pool.submit(process_games, key, first), pool.submit(process_games, key, second)]
+        pending: list[Future] = [pool.submit(process_games, key, chunk) for chunk in head]
         try:
             for chunk in chunks:
                 pending.append(pool.submit(process_games, key, chunk))

@@ -18,7 +18,6 @@ random games both ways and compare every position.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import chess
@@ -44,7 +43,6 @@ _BLACK_PAWN_ATT = BB_PAWN_ATTACKS[chess.BLACK]
 PAWN_PUSH, PAWN_CAPTURE, PIECE, SLOW = 0, 1, 2, 3
 NO_EP = 64
 
-_SAN = re.compile(r"^([NBKRQ])?([a-h])?([1-8])?[\-x]?([a-h][1-8])(=?[nbrqkNBRQK])?\Z")
 _NULL_MOVES = frozenset(("--", "Z0", "0000", "@@@@"))
 
 # Position record: (pawns, knights, bishops, rooks, queens, kings, white, castling_rights,
@@ -109,7 +107,7 @@ def _san_info(san: str) -> tuple:
     info = _SAN_CACHE.get(san)
     if info is not None:
         return info
-    m = _SAN.match(san)
+    m = chess.SAN_REGEX.match(san)
     if m is None:
         info = (SLOW, 0, 0, 0)
     else:
