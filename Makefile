@@ -30,6 +30,7 @@ bench: install
 	@command -v pgn-extract >/dev/null 2>&1 || [ -x /usr/games/pgn-extract ] || \
 	  (apt-get install -y -qq pgn-extract >/dev/null 2>&1 || echo "pgn-extract not installed: its baseline is skipped" >&2)
 	$(BIN)/python benchmarks/ingest.py
+	$(BIN)/python benchmarks/labels.py
 
 clean:
 	rm -rf $(VENV) store

@@ -10,6 +10,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -41,10 +43,10 @@ def _instance(store: Store) -> dg.DagsterInstance:
     return dg.DagsterInstance.get()
 
 
-def _resources(store: Store) -> dict:
-    from assets.resources import StoreResource
+def _resources(store: Store, workers: int = 0) -> dict:
+    from assets.resources import StockfishResource, StoreResource
 
-    return {"store": StoreResource(root=str(store.root))}
+    return {"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(workers=workers)}
 
 
 def _expand(paths: list[str]) -> list[Path]:
@@ -93,6 +95,58 @@ def ingest_keys(store: Store, instance: dg.DagsterInstance, keys: list[str], wor
     if failures:
         raise SystemExit(1)
     return summaries
+
+
+@contextmanager
+def progress_bar(path: Path, desc: str, unit: str):
+    """A tqdm bar fed by the JSON progress file a running asset keeps up to date."""
+    bar = tqdm(total=0, unit=unit, desc=desc, disable=None)
+    stop = threading.Event()
+
+    def poll() -> None:
+        try:
+            d = json.loads(path.read_text())
+        except (FileNotFoundError, ValueError):
+            return
+        bar.total = d["total"]
+        bar.n = d["done"] + d["failed"]
+        bar.refresh()
+
+    def loop() -> None:
+        while not stop.wait(0.5):
+            poll()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        poll()
+        bar.close()
+        path.unlink(missing_ok=True)
+
+
+def label_positions(store: Store, instance: dg.DagsterInstance, config: dict, workers: int = 0) -> dict:
+    """Materialise `labels` once with this LabelsConfig (as a dict); returns its metadata
+    and check results. Raises SystemExit with the reason when the run fails."""
+    from assets.labels import PROGRESS_TAG, labels
+
+    progress = store.root / "labels" / f".progress-{os.getpid()}.json"
+    progress.parent.mkdir(parents=True, exist_ok=True)
+    desc = "re-label" if config.get("relabel") else "label"
+    with progress_bar(progress, desc, "position"):
+        result = dg.materialize([labels], instance=instance, resources=_resources(store, workers),
+                                run_config={"ops": {"labels": {"config": config}}, **QUIET},
+                                tags={PROGRESS_TAG: str(progress)}, raise_on_error=False)
+    if not result.success:
+        raise SystemExit(f"chess-pipeline: labelling failed: {failure_message(result)}")
+    mat = result.get_asset_materialization_events()[0].materialization
+    out = {k: v.value for k, v in mat.metadata.items() if not isinstance(v.value, str) or len(v.value) < 200}
+    out["checks"] = {e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data.passed
+                     for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    return out
 
 
 def failure_message(result) -> str:
@@ -154,10 +208,36 @@ def cmd_demo(args) -> None:
     from assets.ingest import duckdb_views
 
     dg.materialize([duckdb_views], instance=instance, resources=_resources(store), run_config=QUIET)
+    _print_label_summary(label_positions(store, instance, {}, workers=args.workers))
     print(f"store: {store.root}")
     _print_table(duck.query(store, "SELECT * FROM archive_summary"), "table")
     print(f"query it: chess-pipeline sql \"SELECT source, count(*) FROM games GROUP BY source\"  "
           f"or  duckdb -readonly {store.duckdb_path}")
+
+
+def _print_label_summary(m: dict) -> None:
+    print(f"labels ({m['engine']}, {m['limit']}, {m['mode']}): {m['labelled']:,} labelled, {m['failed']:,} failed "
+          f"in {m['seconds']:,}s ({m['positions_per_second']:,} positions/s on {m['engines']} engine(s)); "
+          f"coverage {m['coverage']:.2%} of {m['distinct_positions']:,} distinct positions "
+          f"({m['positions']:,} positions, {m['repeat_share']:.1%} repeats)")
+    failed = [k for k, ok in m["checks"].items() if not ok]
+    if failed:
+        print(f"checks not passed: {', '.join(failed)}")
+
+
+def cmd_label(args) -> None:
+    store = _store(args)
+    instance = _instance(store)
+    if args.static:
+        limit, value = "static", 0
+    elif args.nodes:
+        limit, value = "nodes", args.nodes
+    else:
+        limit, value = "depth", args.depth
+    config = {"limit": limit, "value": value, "max_positions": args.limit, "max_minutes": args.minutes,
+              "relabel": args.relabel, "order": args.order, "retry_failed": args.retry_failed}
+    _print_label_summary(label_positions(store, instance, config, workers=args.workers))
+    duck.create_views(store)
 
 
 def cmd_sql(args) -> None:
@@ -204,7 +284,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, default=0)
     s.set_defaults(func=cmd_demo)
 
-    s = sub.add_parser("sql", help="run SQL over the store (views: games, rejected_games, positions, archive_summary)")
+    s = sub.add_parser("label", help="label distinct positions with Stockfish through Dagster (the labels asset)")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--depth", type=int, default=8, help="search depth (default 8)")
+    g.add_argument("--nodes", type=int, default=0, help="search nodes instead of a depth")
+    g.add_argument("--static", action="store_true", help="Stockfish's static evaluation (`eval`), no search")
+    s.add_argument("--limit", type=int, default=0, help="label at most this many positions in this run")
+    s.add_argument("--minutes", type=float, default=0, help="stop handing out positions after this long")
+    s.add_argument("--workers", type=int, default=0, help="engine processes (0 = one per core)")
+    s.add_argument("--relabel", action="store_true",
+                   help="re-label positions whose labels fall short of this setting (what the nightly job does)")
+    s.add_argument("--order", choices=("first_seen", "oldest", "most_used"), default="first_seen",
+                   help="which positions first when re-labelling under a bound")
+    s.add_argument("--retry-failed", action="store_true", help="try positions recorded as failed again")
+    s.set_defaults(func=cmd_label)
+
+    s = sub.add_parser("sql", help="run SQL over the store (views: games, rejected_games, positions, archive_summary, "
+                                   "labels, best_labels, labelled_positions, label_failures)")
     s.add_argument("query")
     s.add_argument("--format", choices=("table", "csv", "json"), default="table")
     s.set_defaults(func=cmd_sql)

@@ -4,6 +4,7 @@ import time
 
 import dagster as dg
 
+from assets.metadata import md_table
 from assets.partitions import archives_partitions
 from assets.resources import StoreResource
 from pipeline.duck import create_views
@@ -57,7 +58,6 @@ def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, s
         f"{key}: {stats.games:,} games, {stats.rejected:,} rejected, {stats.positions:,} positions "
         f"in {stats.seconds:.1f}s ({stats.plies_per_second:,.0f} plies/s)"
     )
-    reasons = "\n".join(f"| {k} | {v} |" for k, v in sorted(stats.reject_reasons.items())) or "| (none) | 0 |"
     yield dg.MaterializeResult(asset_key="games", metadata={
         "rows": stats.games, "archive": str(path),
         "path": dg.MetadataValue.path(str(st.partition_file("games", key))),
@@ -65,7 +65,7 @@ def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, s
     })
     yield dg.MaterializeResult(asset_key="rejected_games", metadata={
         "rows": stats.rejected, "path": dg.MetadataValue.path(str(st.partition_file("rejected_games", key))),
-        "reasons": dg.MetadataValue.md("| reason | games |\n|---|---|\n" + reasons),
+        "reasons": md_table(("reason", "games"), dict(sorted(stats.reject_reasons.items()))),
     })
     yield dg.MaterializeResult(asset_key="positions", metadata={
         "rows": stats.positions, "plies": stats.plies,

@@ -10,11 +10,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.games import GAMES_SCHEMA, POSITIONS_SCHEMA, REJECTED_SCHEMA
 from pipeline.store import Store, atomic_path
 
-VIEW_ORDER = ("games", "rejected_games", "positions", "archives")
-TABLE_SCHEMAS = {"games": GAMES_SCHEMA, "rejected_games": REJECTED_SCHEMA, "positions": POSITIONS_SCHEMA}
+VIEW_ORDER = ("games", "rejected_games", "positions", "archives", "distinct_positions",
+              "labels", "label_failures", "best_labels", "labelled_positions")
 SCHEMA_FILE = "_schema.parquet"
 _PLACEHOLDER = re.compile(r"\{\{parquet:([a-z_]+)\}\}")
 
@@ -30,9 +29,18 @@ def sql_string_literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def table_schemas() -> dict[str, pa.Schema]:
+    """The Parquet tables of the store and their schemas."""
+    from pipeline.games import GAMES_SCHEMA, POSITIONS_SCHEMA, REJECTED_SCHEMA
+    from pipeline.labels import FAILURES_SCHEMA, LABELS_SCHEMA  # labels imports this module
+
+    return {"games": GAMES_SCHEMA, "rejected_games": REJECTED_SCHEMA, "positions": POSITIONS_SCHEMA,
+            "labels": LABELS_SCHEMA, "label_failures": FAILURES_SCHEMA}
+
+
 def ensure_schema_files(store: Store) -> None:
-    """A zero-row Parquet file per table, so the views bind before any archive is ingested."""
-    for table, schema in TABLE_SCHEMAS.items():
+    """A zero-row Parquet file per table, so the views bind before anything is written."""
+    for table, schema in table_schemas().items():
         path = store.root / table / SCHEMA_FILE
         if path.exists() and pq.read_schema(path).equals(schema):
             continue
@@ -52,9 +60,22 @@ def create_views(store: Store) -> Path:
     store.ensure()
     ensure_schema_files(store)
     with duckdb.connect(str(store.duckdb_path)) as con:
-        for name in VIEW_ORDER:
-            con.execute(view_sql(store, name))
+        create_views_in(con, store)
     return store.duckdb_path
+
+
+def create_views_in(con: duckdb.DuckDBPyConnection, store: Store) -> None:
+    for name in VIEW_ORDER:
+        con.execute(view_sql(store, name))
+
+
+def memory_connection(store: Store) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the store's views: no file, so no lock shared with anyone."""
+    store.ensure()
+    ensure_schema_files(store)
+    con = duckdb.connect()
+    create_views_in(con, store)
+    return con
 
 
 def connect(store: Store, read_only: bool = True) -> duckdb.DuckDBPyConnection:

@@ -168,6 +168,13 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def _file_mode() -> int:
+    """0666 less the process umask: the mode open() would have given the file."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 @contextmanager
 def atomic_path(dest: Path):
     """Yield a temporary path beside dest; on success it is renamed onto dest."""
@@ -177,6 +184,7 @@ def atomic_path(dest: Path):
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, _file_mode())  # mkstemp's 0600 would hide the store from other readers
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -26,6 +26,11 @@ def test_demo_makes_a_selfplay_archive_and_runs_the_graph(home, capsys, stockfis
             "SELECT games, rejected, plies, positions FROM archive_summary").fetchall()
         assert (games, rejected) == (4, 0) and positions == plies + games
         assert con.sql("SELECT DISTINCT source FROM games").fetchall() == [("selfplay",)]
+        # ... and labelled every distinct position at depth 8.
+        [(unlabelled, labels)] = con.sql(
+            "SELECT count(*) FILTER (WHERE score IS NULL), count(DISTINCT fen) FROM labelled_positions").fetchall()
+        assert unlabelled == 0 and labels > 100
+    assert "coverage 100.00%" in out
     # The runs are in the persistent instance, so the UI shows them.
     import dagster as dg
 
@@ -45,3 +50,20 @@ def test_ingest_and_sql_formats(home, capsys, fics_search):
     capsys.readouterr()
     with pytest.raises(SystemExit, match="sql"):
         main(["--home", str(home), "sql", "SELECT * FROM no_such_table"])
+
+
+def test_label_limit_bounds_a_run_and_the_next_run_finishes(home, capsys, tmp_path, stockfish):
+    pgn = tmp_path / "two.pgn"
+    pgn.write_text('[Event "x"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bb5 a6 4. Ba4 Nf6 *\n\n'
+                   '[Event "y"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bc4 Bc5 4. c3 Nf6 *\n')
+    main(["--home", str(home), "ingest", str(pgn)])
+    main(["--home", str(home), "label", "--limit", "5"])
+    assert "5 labelled" in capsys.readouterr().out
+    main(["--home", str(home), "label"])
+    out = capsys.readouterr().out
+    assert "8 labelled" in out and "coverage 100.00% of 13 distinct positions" in out  # 18 rows, 5 shared
+    main(["--home", str(home), "label", "--depth", "9", "--relabel", "--limit", "3", "--order", "most_used"])
+    capsys.readouterr()
+    main(["--home", str(home), "sql", "SELECT limit_value, count(*) AS n FROM labels GROUP BY 1 ORDER BY 1",
+          "--format", "json"])
+    assert json.loads(capsys.readouterr().out) == [{"limit_value": 8, "n": 13}, {"limit_value": 9, "n": 3}]

@@ -1,9 +1,24 @@
-def test_definitions_load_with_every_asset_check_sensor_and_job():
-    from assets.definitions import defs
+from assets.definitions import build_defs
 
+
+def test_definitions_load_with_every_asset_check_sensor_schedule_and_job():
+    defs = build_defs({})
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
-    assert {"games", "rejected_games", "positions", "duckdb_views"} <= keys
+    assert {"games", "rejected_games", "positions", "duckdb_views", "labels"} <= keys
     assert defs.resolve_sensor_def("archives_sensor")
     assert defs.resolve_job_def("ingest_archive")
+    assert defs.resolve_job_def("relabel_labels")
     checks = {c.name for c in defs.resolve_asset_graph().asset_check_keys}
-    assert {"reconciles_with_file", "one_position_per_ply"} <= checks
+    assert {"reconciles_with_file", "one_position_per_ply", "coverage", "scores_in_range",
+            "no_duplicate_labels"} <= checks
+
+
+def test_nightly_schedule_defaults_to_two_oclock_and_reads_its_settings_from_the_environment():
+    default = build_defs({}).resolve_schedule_def("nightly_relabel")
+    assert default.cron_schedule == "0 2 * * *"
+    assert default.default_status.value == "RUNNING"
+    custom = build_defs({"CHESS_PIPELINE_RELABEL_CRON": "30 3 * * 1", "CHESS_PIPELINE_RELABEL_TZ": "Europe/Oslo",
+                         "CHESS_PIPELINE_RELABEL_DEPTH": "14"}).resolve_schedule_def("nightly_relabel")
+    assert custom.cron_schedule == "30 3 * * 1"
+    assert custom.execution_timezone == "Europe/Oslo"
+    assert "depth 14" in custom.description

@@ -16,12 +16,6 @@ from pipeline.store import Store
 
 
 @pytest.fixture
-def instance():
-    with dg.instance_for_test() as inst:
-        yield inst
-
-
-@pytest.fixture
 def store(tmp_path):
     return Store(tmp_path / "store").ensure()
 

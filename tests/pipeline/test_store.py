@@ -35,3 +35,19 @@ def test_add_archive_links_once_and_numbers_same_name_files(tmp_path):
     assert ka != kb
     found = store.find_archives()
     assert found[ka].read_text() == "1" and found[kb].read_text() == "2"
+
+
+def test_atomic_files_get_the_mode_open_would_give_not_mkstemps_0600(tmp_path):
+    import os
+    import stat
+
+    from pipeline.store import atomic_path
+
+    old = os.umask(0o022)
+    try:
+        with atomic_path(tmp_path / "t" / "data.parquet") as tmp:
+            tmp.write_bytes(b"x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "t" / "data.parquet").stat().st_mode) == 0o644
+    assert [p.name for p in (tmp_path / "t").iterdir()] == ["data.parquet"]

@@ -1,0 +1,357 @@
+"""Stockfish labels for the distinct positions of the store, append-only and resumable.
+
+A label setting is (engine name + version, limit kind, limit value). A distinct position is
+(position_key, planes, side_to_move, castling, ep_square): the Zobrist key plus the full
+position it stands for, so a key collision can never share a label. Clocks are not part of
+it: each distinct position is searched once, from a FEN with halfmove clock 0.
+
+Work is split into SHARDS shards by position_key. A run takes a shard by locking it
+(flock, so a killed run releases it), labels what the shard still lacks, and writes a new
+Parquet part every `flush_positions` labels or `flush_seconds`; a killed run loses at most
+the part in hand and the next run picks those positions up again. Concurrent runs of one
+setting skip each other's locked shards, so they split the work without labelling anything
+twice.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.duck import load_sql, memory_connection
+from pipeline.encoding import fens_from_columns
+from pipeline.engine import EnginePool, Evaluation, Failure, Job, Limit
+from pipeline.store import PARQUET_OPTIONS, TMP_SUFFIX, Store, atomic_path
+
+SHARDS = 16
+ORDERS = ("first_seen", "oldest", "most_used")
+STALE_TMP_S = 3600
+_IDENTITY = [
+    ("position_key", pa.uint64()), ("planes", pa.binary(96)), ("side_to_move", pa.string()),
+    ("castling", pa.uint8()), ("ep_square", pa.int8()),
+]
+_SETTING = [("fen", pa.string()), ("engine", pa.string()), ("limit_kind", pa.string()), ("limit_value", pa.int32())]
+LABELS_SCHEMA = pa.schema(_IDENTITY + _SETTING + [
+    ("cp", pa.int32()), ("mate", pa.int16()), ("score", pa.int32()),
+    ("best_move", pa.string()), ("pv", pa.string()),
+    ("depth", pa.int16()), ("seldepth", pa.int16()), ("nodes", pa.int64()), ("time_ms", pa.int32()),
+    ("threads", pa.int16()), ("hash_mb", pa.int32()), ("hash_cleared", pa.bool_()),
+    ("labelled_at", pa.timestamp("us", tz="UTC")), ("run_id", pa.string()),
+])
+FAILURES_SCHEMA = pa.schema(_IDENTITY + _SETTING + [
+    ("reason", pa.string()), ("attempts", pa.int16()),
+    ("failed_at", pa.timestamp("us", tz="UTC")), ("run_id", pa.string()),
+])
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What produced a label: the engine's `id name` and the search limit."""
+
+    engine: str
+    limit: Limit
+
+    @property
+    def slug(self) -> str:
+        name = re.sub(r"[^a-z0-9.]+", "-", self.engine.lower()).strip("-") or "engine"
+        return f"{name}_{self.limit.slug}"
+
+    def params(self) -> dict:
+        return {"engine": self.engine, "limit_kind": self.limit.kind, "limit_value": self.limit.value}
+
+    def __str__(self) -> str:
+        return f"{self.engine}, {self.limit}"
+
+
+@dataclass
+class LabelProgress:
+    done: int
+    failed: int
+    total: int
+    seconds: float
+    shard: str
+
+    @property
+    def rate(self) -> float:
+        return self.done / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def eta_seconds(self) -> float | None:
+        left = self.total - self.done - self.failed
+        return left / self.rate if self.rate > 0 else None
+
+
+@dataclass
+class LabelStats:
+    setting: str = ""
+    labelled: int = 0
+    failed: int = 0
+    pending_before: int = 0
+    seconds: float = 0.0
+    engine_restarts: int = 0
+    shards_done: list[int] = field(default_factory=list)
+    shards_busy: list[int] = field(default_factory=list)
+    parts_written: int = 0
+    stopped_by: str = ""
+    """'' when everything pending was labelled, else 'max_positions' or 'max_seconds'."""
+    failure_reasons: dict[str, int] = field(default_factory=dict)
+    score_sample: list[int] = field(default_factory=list)
+
+    @property
+    def positions_per_second(self) -> float:
+        return self.labelled / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class LabelRun:
+    """One labelling run's choices (engine settings live on the pool)."""
+
+    limit: Limit = Limit()
+    relabel: bool = False
+    """False: label positions with no label for this setting. True: re-label positions
+    whose labels all fall short of it (shallower, or by another engine version)."""
+    order: str = "first_seen"
+    """Re-labelling order: oldest (newest label oldest first) or most_used."""
+    max_positions: int = 0
+    """Stop handing out positions after this many (0: no bound)."""
+    max_seconds: float = 0.0
+    """Stop handing out positions after this long (0: no bound)."""
+    retry_failed: bool = False
+    """Try positions again that earlier runs recorded as failed for this setting."""
+    shards: tuple[int, ...] = tuple(range(SHARDS))
+    flush_positions: int = 5000
+    flush_seconds: float = 60.0
+    run_id: str = ""
+
+    def __post_init__(self):
+        if self.order not in ORDERS:
+            raise ValueError(f"order must be one of {ORDERS}, got {self.order!r}")
+        bad = [s for s in self.shards if not 0 <= s < SHARDS]
+        if bad:
+            raise ValueError(f"shards must be in 0..{SHARDS - 1}, got {bad}")
+
+
+def labels_dir(store: Store, setting: Setting) -> Path:
+    return store.root / "labels" / setting.slug
+
+
+def failures_dir(store: Store, setting: Setting) -> Path:
+    return store.root / "label_failures" / setting.slug
+
+
+@contextmanager
+def shard_lock(store: Store, setting: Setting, shard: int) -> Iterator[bool]:
+    """Try to lock one shard of one setting; yields whether this process holds it."""
+    path = store.root / "labels" / ".locks" / f"{setting.slug}.shard-{shard:02d}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # closing drops the lock
+
+
+def remove_stale_tmp(store: Store, setting: Setting, max_age_s: float = STALE_TMP_S) -> int:
+    """Temp files of parts are written and renamed within a second; older ones are left
+    by killed runs and are removed."""
+    removed = 0
+    now = time.time()
+    for d in (labels_dir(store, setting), failures_dir(store, setting)):
+        if not d.is_dir():
+            continue
+        for p in d.glob(f".*{TMP_SUFFIX}"):
+            try:
+                if now - p.stat().st_mtime > max_age_s:
+                    p.unlink()
+                    removed += 1
+            except FileNotFoundError:
+                pass
+    return removed
+
+
+class _PartWriter:
+    """Buffers labels and failures; each flush writes one new part file per table, atomically."""
+
+    def __init__(self, store: Store, setting: Setting, pool: EnginePool, run_id: str):
+        self.store = store
+        self.setting = setting
+        self.pool = pool
+        self.run_id = run_id
+        self.labels: list[tuple] = []
+        self.failures: list[tuple] = []
+        self.parts = 0
+
+    def add(self, result: Evaluation | Failure) -> None:
+        ident = result.job.id
+        now = datetime.now(timezone.utc)
+        s = self.setting
+        head = (*ident, result.job.fen, s.engine, s.limit.kind, s.limit.value)
+        if isinstance(result, Failure):
+            self.failures.append((*head, result.reason, result.attempts, now, self.run_id))
+        else:
+            r = result
+            self.labels.append((*head, r.cp, r.mate, r.score, r.best_move, r.pv, r.depth, r.seldepth, r.nodes,
+                                r.time_ms, self.pool.threads, self.pool.hash_mb, self.pool.clear_hash, now,
+                                self.run_id))
+
+    def __len__(self) -> int:
+        return len(self.labels) + len(self.failures)
+
+    def flush(self) -> None:
+        name = f"part-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}.parquet"
+        for rows, schema, folder in ((self.failures, FAILURES_SCHEMA, failures_dir(self.store, self.setting)),
+                                     (self.labels, LABELS_SCHEMA, labels_dir(self.store, self.setting))):
+            if not rows:
+                continue
+            columns = list(zip(*rows))
+            table = pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
+            with atomic_path(folder / name) as tmp:
+                pq.write_table(table, tmp, **PARQUET_OPTIONS)
+            self.parts += 1
+            rows.clear()
+
+
+def _jobs(reader: pa.RecordBatchReader) -> Iterator[Job]:
+    for batch in reader:
+        c = batch.to_pydict()
+        fens = fens_from_columns(c["planes"], c["side_to_move"], c["castling"], c["ep_square"])
+        for ident, fen in zip(zip(c["position_key"], c["planes"], c["side_to_move"], c["castling"], c["ep_square"]),
+                              fens):
+            yield Job(ident, fen, ident[2] == "w")
+
+
+def count_pending(con: duckdb.DuckDBPyConnection, setting: Setting, run: LabelRun) -> int:
+    if run.relabel:
+        sql = f"SELECT count(*) FROM ({load_sql('queries/relabel_candidates').rstrip().rstrip(';')})"
+        return con.execute(sql, _relabel_params(setting, run, run.shards)).fetchall()[0][0]
+    sql = f"SELECT count(*) FROM ({load_sql('queries/pending_labels').rstrip().rstrip(';')})"
+    return con.execute(sql, _pending_params(setting, run, run.shards)).fetchall()[0][0]
+
+
+def _pending_params(setting: Setting, run: LabelRun, shards) -> dict:
+    return {**setting.params(), "shards": SHARDS, "shard_list": list(shards), "retry_failed": run.retry_failed}
+
+
+def _relabel_params(setting: Setting, run: LabelRun, shards) -> dict:
+    return {**setting.params(), "shards": SHARDS, "shard_list": list(shards), "order": run.order,
+            "max_positions": run.max_positions if run.max_positions > 0 else 1 << 62}
+
+
+def label_store(store: Store, pool: EnginePool, run: LabelRun,
+                progress: Callable[[LabelProgress], None] | None = None,
+                progress_every_s: float = 10.0) -> LabelStats:
+    """Label (or re-label) the store's distinct positions with the pool's engine under run.limit.
+
+    `pool` must be entered (`with EnginePool(...) as pool`); its engine's `id name` is the
+    setting's engine. Returns counts; the labels are in labels/<setting>/part-*.parquet.
+    """
+    setting = Setting(pool.name, run.limit)
+    stats = LabelStats(setting=str(setting))
+    remove_stale_tmp(store, setting)
+    writer = _PartWriter(store, setting, pool, run.run_id)
+    start = time.monotonic()
+    deadline = start + run.max_seconds if run.max_seconds > 0 else None
+    handed = 0
+    restarts_before = pool.restarts
+    last_report = last_flush = start
+
+    def budget(jobs: Iterator[Job]) -> Iterator[Job]:
+        nonlocal handed
+        for job in jobs:
+            if run.max_positions and handed >= run.max_positions:
+                stats.stopped_by = "max_positions"
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                stats.stopped_by = "max_seconds"
+                return
+            handed += 1
+            yield job
+
+    def consume(results, shard_name: str) -> None:
+        nonlocal last_report, last_flush
+        try:
+            for r in results:
+                writer.add(r)
+                if isinstance(r, Failure):
+                    stats.failed += 1
+                    reason = r.reason.split(";")[0]
+                    stats.failure_reasons[reason] = stats.failure_reasons.get(reason, 0) + 1
+                else:
+                    stats.labelled += 1
+                    if len(stats.score_sample) < 200_000:
+                        stats.score_sample.append(r.score)
+                now = time.monotonic()
+                if len(writer) >= run.flush_positions or now - last_flush >= run.flush_seconds:
+                    writer.flush()
+                    last_flush = now
+                if progress and now - last_report >= progress_every_s:
+                    last_report = now
+                    progress(LabelProgress(stats.labelled, stats.failed, stats.pending_before, now - start,
+                                           shard_name))
+        finally:
+            writer.flush()  # what is done is kept, whatever stopped the run (short of SIGKILL)
+
+    with memory_connection(store) as con, ExitStack() as locks:
+        if run.relabel:
+            held = [s for s in run.shards if locks.enter_context(shard_lock(store, setting, s))]
+            stats.shards_busy = [s for s in run.shards if s not in held]
+            if held:
+                stats.pending_before = count_pending(con, setting, replace(run, shards=tuple(held)))
+                params = _relabel_params(setting, run, held)
+                reader = con.sql(load_sql("queries/relabel_candidates"), params=params).to_arrow_reader(4096)
+                consume(pool.run(budget(_jobs(reader)), run.limit), "all")
+                stats.shards_done = [] if stats.stopped_by else held
+        else:
+            stats.pending_before = count_pending(con, setting, run)
+            for shard in run.shards:
+                if stats.stopped_by:
+                    break
+                with shard_lock(store, setting, shard) as mine:
+                    if not mine:
+                        stats.shards_busy.append(shard)
+                        continue
+                    params = _pending_params(setting, run, [shard])
+                    reader = con.sql(load_sql("queries/pending_labels"), params=params).to_arrow_reader(4096)
+                    consume(pool.run(budget(_jobs(reader)), run.limit), f"{shard:02d}")
+                    if not stats.stopped_by:
+                        stats.shards_done.append(shard)
+    stats.seconds = time.monotonic() - start
+    stats.engine_restarts = pool.restarts - restarts_before
+    stats.parts_written = writer.parts
+    if progress:
+        progress(LabelProgress(stats.labelled, stats.failed, stats.pending_before, stats.seconds, "done"))
+    return stats
+
+
+def coverage(store: Store, setting: Setting) -> dict:
+    """Positions, distinct positions, and how many of them this setting labelled or failed."""
+    with memory_connection(store) as con:
+        row = con.execute(load_sql("queries/label_coverage"), setting.params()).fetchall()[0]
+    positions, distinct, labelled, failed = row
+    return {"positions": positions, "distinct_positions": distinct, "labelled": labelled, "failed": failed,
+            "coverage": labelled / distinct if distinct else 1.0,
+            "repeat_share": 1 - distinct / positions if positions else 0.0}
+
+
+def integrity(store: Store, setting: Setting) -> dict:
+    """Rows, duplicate labels and out-of-contract scores of one setting."""
+    with memory_connection(store) as con:
+        rows, dups, bad, lo, hi = con.execute(load_sql("queries/label_checks"), setting.params()).fetchall()[0]
+    return {"rows": rows, "duplicates": dups, "out_of_range": bad, "min_score": lo, "max_score": hi}

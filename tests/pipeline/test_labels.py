@@ -1,0 +1,204 @@
+"""Labelling the store: once per distinct position, incremental, resumable, parallel-safe."""
+
+import io
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import chess
+import chess.pgn
+import pytest
+
+from pipeline.archive import iter_raw_games
+from pipeline.duck import memory_connection
+from pipeline.encoding import fen_from_row
+from pipeline.engine import EnginePool, Limit
+from pipeline.ingest import IngestConfig, ingest_archive
+from pipeline.labels import SHARDS, LabelRun, Setting, coverage, integrity, label_store
+from pipeline.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Shared openings and a transposition (game 4 reaches game 1's position after 2...Nc6).
+ARCHIVE_A = """[Event "a1"]\n[Result "1/2-1/2"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bb5 a6 1/2-1/2
+
+[Event "a2"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bc4 Bc5 *
+
+[Event "a3"]\n[Result "*"]\n\n1. d4 d5 2. c4 e6 *
+"""
+# A transposition into archive A, an en-passant position, and a checkmate.
+ARCHIVE_B = """[Event "b1"]\n[Result "*"]\n\n1. Nf3 Nc6 2. e4 e5 3. Bb5 Nf6 *
+
+[Event "b2"]\n[Result "*"]\n\n1. e4 d5 2. e5 f5 3. exf6 *
+
+[Event "b3"]\n[Result "0-1"]\n\n1. f3 e5 2. g4 Qh4# 0-1
+"""
+
+
+def _distinct(*pgns):
+    """Distinct positions by python-chess (board, side, castling, legal en passant) and how
+    many position rows each has."""
+    seen = Counter()
+    for text in pgns:
+        f = io.StringIO(text)
+        while (game := chess.pgn.read_game(f)) is not None:
+            board = game.board()
+            seen[board.epd()] += 1
+            for move in game.mainline_moves():
+                board.push(move)
+                seen[board.epd()] += 1
+    return seen
+
+
+def _add(store, tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    key = store.add_archive(path)
+    ingest_archive(store, key, path, IngestConfig(workers=1))
+    return key
+
+
+def _labels(store, sql="SELECT * FROM labels"):
+    with memory_connection(store) as con:
+        return con.sql(sql).to_arrow_table().to_pylist()
+
+
+@pytest.fixture
+def store(tmp_path):
+    return Store(tmp_path / "store").ensure()
+
+
+def test_each_distinct_position_is_labelled_once_and_new_archives_add_only_theirs(store, tmp_path, stockfish):
+    _add(store, tmp_path, "a.pgn", ARCHIVE_A)
+    expected_a = _distinct(ARCHIVE_A)
+    with EnginePool(stockfish, workers=2) as pool:
+        first = label_store(store, pool, LabelRun())
+        assert first.labelled == len(expected_a) and first.failed == 0
+        rows = _labels(store)
+        assert sorted(" ".join(r["fen"].split()[:4]) for r in rows) == sorted(expected_a)
+        assert {(r["engine"], r["limit_kind"], r["limit_value"]) for r in rows} == {("Stockfish 15.1", "depth", 8)}
+
+        again = label_store(store, pool, LabelRun())
+        assert (again.labelled, again.failed, again.parts_written) == (0, 0, 0)
+
+        _add(store, tmp_path, "b.pgn", ARCHIVE_B)
+        expected = _distinct(ARCHIVE_A, ARCHIVE_B)
+        second = label_store(store, pool, LabelRun())
+        assert second.labelled == len(expected) - len(expected_a)
+
+    setting = Setting("Stockfish 15.1", Limit("depth", 8))
+    cov = coverage(store, setting)
+    assert cov["distinct_positions"] == cov["labelled"] == len(expected)
+    assert cov["positions"] == sum(expected.values())
+    assert integrity(store, setting)["duplicates"] == 0
+    # Every position row finds its label, and the label is of that very position.
+    lp = _labels(store, "SELECT planes, side_to_move, castling, ep_square, fen, score FROM labelled_positions")
+    assert len(lp) == sum(expected.values())
+    for r in lp:
+        assert r["score"] is not None
+        assert r["fen"] == fen_from_row(r["planes"], r["side_to_move"], r["castling"], r["ep_square"], 0, 1)
+    mated = [r for r in lp if r["fen"].startswith("rnb1kbnr/pppp1ppp/8/4p3/6Pq/5P2/PPPPP2P/RNBQKBNR w")]
+    assert mated and mated[0]["score"] == -32000
+
+
+def test_relabel_most_used_first_appends_deeper_labels(store, tmp_path, stockfish):
+    _add(store, tmp_path, "a.pgn", ARCHIVE_A)
+    _add(store, tmp_path, "b.pgn", ARCHIVE_B)
+    uses = _distinct(ARCHIVE_A, ARCHIVE_B)
+    with EnginePool(stockfish, workers=2) as pool:
+        label_store(store, pool, LabelRun())
+        run = LabelRun(limit=Limit("depth", 9), relabel=True, order="most_used", max_positions=3)
+        got = label_store(store, pool, run)
+        assert got.labelled == 3
+        top = _labels(store, "SELECT fen FROM labels WHERE limit_value = 9")
+        counts = sorted((uses[" ".join(r["fen"].split()[:4])] for r in top), reverse=True)
+        assert counts == sorted(uses.values(), reverse=True)[:3]
+        # The next run takes the next ones, never the same position twice.
+        assert label_store(store, pool, run).labelled == 3
+    rows = _labels(store)
+    assert len(rows) == len(uses) + 6  # old labels stay: append-only
+    best = _labels(store, "SELECT limit_value, count(*) AS n FROM best_labels GROUP BY 1 ORDER BY 1")
+    assert best == [{"limit_value": 8, "n": len(uses) - 6}, {"limit_value": 9, "n": 6}]
+
+
+def test_failures_are_recorded_with_reasons_and_retried_only_when_asked(store, tmp_path, stockfish):
+    _add(store, tmp_path, "b.pgn", ARCHIVE_B)
+    in_check = [epd for epd in _distinct(ARCHIVE_B) if chess.Board(epd + " 0 1").is_check()]
+    assert len(in_check) == 1  # the final position of the fool's mate
+    with EnginePool(stockfish, workers=1) as pool:
+        first = label_store(store, pool, LabelRun(limit=Limit("static")))
+        assert first.failed == 1 and first.failure_reasons == {"in check: Stockfish gives no static evaluation": 1}
+        assert label_store(store, pool, LabelRun(limit=Limit("static"))).failed == 0
+        assert label_store(store, pool, LabelRun(limit=Limit("static"), retry_failed=True)).failed == 1
+    failures = _labels(store, "SELECT fen, reason, attempts FROM label_failures")
+    assert [" ".join(f["fen"].split()[:4]) for f in failures] == in_check * 2
+    cov = coverage(store, Setting("Stockfish 15.1", Limit("static")))
+    assert (cov["labelled"], cov["failed"]) == (cov["distinct_positions"] - 1, 1)
+
+
+def _real_archive(tmp_path, source, games):
+    """The first games of a real archive as a plain PGN file."""
+    out = tmp_path / "real.pgn"
+    with open(out, "w") as f:
+        for i, g in enumerate(iter_raw_games(source)):
+            if i == games:
+                break
+            f.write(g.text + "\n\n")
+    return out
+
+
+LABEL_SCRIPT = """
+import json, sys
+from pathlib import Path
+from pipeline.engine import EnginePool, find_stockfish
+from pipeline.labels import LabelRun, label_store
+from pipeline.store import Store
+with EnginePool(find_stockfish(), workers=1) as pool:
+    s = label_store(Store(Path(sys.argv[1])), pool, LabelRun(flush_positions=int(sys.argv[2])))
+print(json.dumps({"labelled": s.labelled, "done": s.shards_done, "busy": s.shards_busy}))
+"""
+
+
+def _spawn(store, flush):
+    return subprocess.Popen([sys.executable, "-c", LABEL_SCRIPT, str(store.root), str(flush)], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True)
+
+
+def test_killed_run_resumes_without_duplicates_or_losses(store, tmp_path, stockfish, fics_search):
+    path = _real_archive(tmp_path, fics_search, 12)
+    key = store.add_archive(path)
+    ingest_archive(store, key, path, IngestConfig(workers=1))
+    proc = _spawn(store, 40)
+    parts_dir = store.root / "labels" / "stockfish-15.1_depth-8"
+    deadline = time.monotonic() + 60
+    while len(list(parts_dir.glob("part-*.parquet"))) < 3:
+        assert time.monotonic() < deadline and proc.poll() is None, "the run ended before it could be killed"
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    before = len(_labels(store))
+    setting = Setting("Stockfish 15.1", Limit("depth", 8))
+    distinct = coverage(store, setting)["distinct_positions"]
+    assert 0 < before < distinct
+    with EnginePool(stockfish, workers=1) as pool:
+        rest = label_store(store, pool, LabelRun())
+    cov = coverage(store, setting)
+    assert before + rest.labelled == cov["labelled"] == distinct
+    assert integrity(store, setting)["duplicates"] == 0
+
+
+def test_concurrent_runs_split_the_shards_between_them(store, tmp_path, fics_search):
+    path = _real_archive(tmp_path, fics_search, 12)
+    key = store.add_archive(path)
+    ingest_archive(store, key, path, IngestConfig(workers=1))
+    a, b = _spawn(store, 1000), _spawn(store, 1000)
+    ra, rb = (json.loads(p.communicate(timeout=300)[0]) for p in (a, b))
+    assert ra["labelled"] > 0 and rb["labelled"] > 0, "both runs should have found shards to label"
+    assert sorted(set(ra["done"]) | set(rb["done"])) == list(range(SHARDS))
+    setting = Setting("Stockfish 15.1", Limit("depth", 8))
+    cov = coverage(store, setting)
+    assert ra["labelled"] + rb["labelled"] == cov["labelled"] == cov["distinct_positions"]
+    assert integrity(store, setting)["duplicates"] == 0
