@@ -209,6 +209,7 @@ def cmd_demo(args) -> None:
 
     dg.materialize([duckdb_views], instance=instance, resources=_resources(store), run_config=QUIET)
     _print_label_summary(label_positions(store, instance, {}, workers=args.workers))
+    cmd_datasets(argparse.Namespace(home=str(store.root), names=[], seed=None))
     print(f"store: {store.root}")
     _print_table(duck.query(store, "SELECT * FROM archive_summary"), "table")
     print(f"query it: chess-pipeline sql \"SELECT source, count(*) FROM games GROUP BY source\"  "
@@ -237,6 +238,36 @@ def cmd_label(args) -> None:
     config = {"limit": limit, "value": value, "max_positions": args.limit, "max_minutes": args.minutes,
               "relabel": args.relabel, "order": args.order, "retry_failed": args.retry_failed}
     _print_label_summary(label_positions(store, instance, config, workers=args.workers))
+    duck.create_views(store)
+
+
+def cmd_datasets(args) -> None:
+    from assets.datasets import dataset_assets
+    from pipeline.datasets import DATASETS, SPLITS
+
+    names = args.names or list(DATASETS)
+    unknown = [n for n in names if n not in DATASETS]
+    if unknown:
+        raise SystemExit(f"chess-pipeline datasets: no dataset {', '.join(unknown)}; known: {', '.join(DATASETS)}")
+    store = _store(args)
+    instance = _instance(store)
+    config = {"seed": args.seed} if args.seed is not None else {}
+    run_config = {"ops": {n: {"config": config} for n in names}, **QUIET}
+    result = dg.materialize(dataset_assets, selection=names, instance=instance, resources=_resources(store),
+                            run_config=run_config, raise_on_error=False)
+    if not result.success:
+        raise SystemExit(f"chess-pipeline: datasets failed: {failure_message(result)}")
+    checks = {}
+    for e in result.get_asset_check_evaluations():
+        checks.setdefault(e.asset_key.to_user_string(), []).append((e.check_name, e.passed))
+    for mat in result.get_asset_materialization_events():
+        m = {k: v.value for k, v in mat.materialization.metadata.items()}
+        name = mat.materialization.asset_key.to_user_string()
+        rows = ", ".join(f"{s} {m[f'rows_{s}']:,}" for s in SPLITS)
+        removed = ", ".join(f"{s} {m[f'removed_by_guard_{s}']:,}" for s in SPLITS)
+        failed = [c for c, ok in checks.get(name, []) if not ok]
+        print(f"{name}: {rows} (leakage guard removed {removed}); label coverage {m['label_coverage']:.2%}"
+              + (f"; checks not passed: {', '.join(failed)}" if failed else ""))
     duck.create_views(store)
 
 
@@ -299,8 +330,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--retry-failed", action="store_true", help="try positions recorded as failed again")
     s.set_defaults(func=cmd_label)
 
+    s = sub.add_parser("datasets", help="materialise training sets (sql/datasets/) with train/val/test splits")
+    s.add_argument("names", nargs="*", help="datasets to build (default: all)")
+    s.add_argument("--seed", type=int, default=None, help="seed of the split by game (default 0)")
+    s.set_defaults(func=cmd_datasets)
+
     s = sub.add_parser("sql", help="run SQL over the store (views: games, rejected_games, positions, archive_summary, "
-                                   "labels, best_labels, labelled_positions, label_failures)")
+                                   "labels, best_labels, labelled_positions, label_failures, datasets)")
     s.add_argument("query")
     s.add_argument("--format", choices=("table", "csv", "json"), default="table")
     s.set_defaults(func=cmd_sql)

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 
 from pipeline.store import Store, atomic_path
 
-VIEW_ORDER = ("games", "rejected_games", "positions", "archives", "distinct_positions",
-              "labels", "label_failures", "best_labels", "labelled_positions")
+VIEW_ORDER = ("macros", "games", "rejected_games", "positions", "archives", "distinct_positions",
+              "labels", "label_failures", "best_labels", "labelled_positions", "label_macros", "datasets")
 SCHEMA_FILE = "_schema.parquet"
 _PLACEHOLDER = re.compile(r"\{\{parquet:([a-z_]+)\}\}")
 
@@ -32,10 +32,11 @@ def sql_string_literal(value: str) -> str:
 def table_schemas() -> dict[str, pa.Schema]:
     """The Parquet tables of the store and their schemas."""
     from pipeline.games import GAMES_SCHEMA, POSITIONS_SCHEMA, REJECTED_SCHEMA
-    from pipeline.labels import FAILURES_SCHEMA, LABELS_SCHEMA  # labels imports this module
+    from pipeline.datasets import SCHEMA as DATASETS_SCHEMA  # these modules import this one
+    from pipeline.labels import FAILURES_SCHEMA, LABELS_SCHEMA
 
     return {"games": GAMES_SCHEMA, "rejected_games": REJECTED_SCHEMA, "positions": POSITIONS_SCHEMA,
-            "labels": LABELS_SCHEMA, "label_failures": FAILURES_SCHEMA}
+            "labels": LABELS_SCHEMA, "label_failures": FAILURES_SCHEMA, "datasets": DATASETS_SCHEMA}
 
 
 def ensure_schema_files(store: Store) -> None:
@@ -56,11 +57,18 @@ def view_sql(store: Store, name: str) -> str:
 
 
 def create_views(store: Store) -> Path:
-    """(Re)create the DuckDB file with every view; returns its path."""
+    """(Re)create the DuckDB file with every view; returns its path.
+
+    The new file is built beside the old one and renamed over it, so no writer ever opens
+    the file readers have open: any number of `duckdb -readonly` sessions can stay open
+    across runs (they keep the file they opened; views read the Parquet globs, so they see
+    new data either way)."""
     store.ensure()
     ensure_schema_files(store)
-    with duckdb.connect(str(store.duckdb_path)) as con:
-        create_views_in(con, store)
+    with atomic_path(store.duckdb_path) as tmp:
+        tmp.unlink()  # DuckDB makes its own file; an empty one is not a database
+        with duckdb.connect(str(tmp)) as con:
+            create_views_in(con, store)
     return store.duckdb_path
 
 
@@ -74,6 +82,7 @@ def memory_connection(store: Store) -> duckdb.DuckDBPyConnection:
     store.ensure()
     ensure_schema_files(store)
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
     create_views_in(con, store)
     return con
 

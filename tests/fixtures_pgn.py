@@ -54,3 +54,23 @@ TRUNCATED = b'[Event "truncated"]\n[Result "1-0"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bb'
 def nasty_bytes(with_truncated: bool = True) -> bytes:
     body = "\n".join(text for text, _, _ in NASTY).encode("utf-8") + b"\n" + LATIN1 + b"\n"
     return body + (TRUNCATED if with_truncated else b"")
+
+
+# The same game twice (one game for the split), a decisive game, a mate, a draw.
+RATED_GAMES = """[Event "g1"]\n[White "a"]\n[Black "b"]\n[WhiteElo "2300"]\n[BlackElo "2200"]\n[Result "1-0"]
+
+1. e4 e5 2. Nf3 Nc6 3. Bc4 Nd4 4. Nxe5 Qg5 5. Nxf7 Qxg2 6. Rf1 Qxe4+ 7. Be2 Nf3# 0-1
+
+[Event "g1 again"]\n[White "a"]\n[Black "b"]\n[WhiteElo "2300"]\n[BlackElo "2200"]\n[Result "0-1"]
+
+1. e4 e5 2. Nf3 Nc6 3. Bc4 Nd4 4. Nxe5 Qg5 5. Nxf7 Qxg2 6. Rf1 Qxe4+ 7. Be2 Nf3# 0-1
+
+[Event "g2"]\n[White "c"]\n[Black "d"]\n[WhiteElo "2100"]\n[BlackElo "2050"]\n[Result "1-0"]
+
+1. d4 d5 2. c4 e6 3. Nc3 Nf6 4. Bg5 Be7 5. e3 O-O 6. Nf3 h6 7. Bh4 b6 8. cxd5 exd5 1-0
+
+[Event "g3"]\n[White "e"]\n[Black "f"]\n[WhiteElo "1900"]\n[BlackElo "2400"]\n[Result "1/2-1/2"]
+
+1. c4 e5 2. Nc3 Nf6 3. Nf3 Nc6 4. g3 d5 5. cxd5 Nxd5 1/2-1/2
+"""
+

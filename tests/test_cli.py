@@ -10,6 +10,15 @@ import pytest
 from assets.cli import main
 
 
+def sum_removed(out: str, name: str) -> int:
+    """Rows the leakage guard removed from a dataset, as the CLI printed them."""
+    import re
+
+    line = next(ln for ln in out.splitlines() if ln.startswith(f"{name}:"))
+    removed = re.search(r"leakage guard removed train ([\d,]+), val ([\d,]+), test ([\d,]+)", line)
+    return sum(int(x.replace(",", "")) for x in removed.groups())
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
@@ -30,6 +39,10 @@ def test_demo_makes_a_selfplay_archive_and_runs_the_graph(home, capsys, stockfis
         [(unlabelled, labels)] = con.sql(
             "SELECT count(*) FILTER (WHERE score IS NULL), count(DISTINCT fen) FROM labelled_positions").fetchall()
         assert unlabelled == 0 and labels > 100
+        # ... and built every dataset (self-play games are engine games: in Sabatelli's sets).
+        datasets = dict(con.sql("SELECT dataset, count(*) FROM datasets GROUP BY 1").fetchall())
+        assert datasets["sabatelli_3class"] == con.sql(
+            "SELECT count(*) FROM positions").fetchall()[0][0] - sum_removed(out, "sabatelli_3class")
     assert "coverage 100.00%" in out
     # The runs are in the persistent instance, so the UI shows them.
     import dagster as dg

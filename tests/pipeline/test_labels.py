@@ -19,6 +19,7 @@ from pipeline.engine import EnginePool, Limit
 from pipeline.ingest import IngestConfig, ingest_archive
 from pipeline.labels import SHARDS, LabelRun, Setting, coverage, integrity, label_store
 from pipeline.store import Store
+from tests.stores import add_pgn
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,14 +54,6 @@ def _distinct(*pgns):
     return seen
 
 
-def _add(store, tmp_path, name, text):
-    path = tmp_path / name
-    path.write_text(text)
-    key = store.add_archive(path)
-    ingest_archive(store, key, path, IngestConfig(workers=1))
-    return key
-
-
 def _labels(store, sql="SELECT * FROM labels"):
     with memory_connection(store) as con:
         return con.sql(sql).to_arrow_table().to_pylist()
@@ -72,7 +65,7 @@ def store(tmp_path):
 
 
 def test_each_distinct_position_is_labelled_once_and_new_archives_add_only_theirs(store, tmp_path, stockfish):
-    _add(store, tmp_path, "a.pgn", ARCHIVE_A)
+    add_pgn(store, tmp_path, "a.pgn", ARCHIVE_A)
     expected_a = _distinct(ARCHIVE_A)
     with EnginePool(stockfish, workers=2) as pool:
         first = label_store(store, pool, LabelRun())
@@ -84,7 +77,7 @@ def test_each_distinct_position_is_labelled_once_and_new_archives_add_only_their
         again = label_store(store, pool, LabelRun())
         assert (again.labelled, again.failed, again.parts_written) == (0, 0, 0)
 
-        _add(store, tmp_path, "b.pgn", ARCHIVE_B)
+        add_pgn(store, tmp_path, "b.pgn", ARCHIVE_B)
         expected = _distinct(ARCHIVE_A, ARCHIVE_B)
         second = label_store(store, pool, LabelRun())
         assert second.labelled == len(expected) - len(expected_a)
@@ -105,8 +98,8 @@ def test_each_distinct_position_is_labelled_once_and_new_archives_add_only_their
 
 
 def test_relabel_most_used_first_appends_deeper_labels(store, tmp_path, stockfish):
-    _add(store, tmp_path, "a.pgn", ARCHIVE_A)
-    _add(store, tmp_path, "b.pgn", ARCHIVE_B)
+    add_pgn(store, tmp_path, "a.pgn", ARCHIVE_A)
+    add_pgn(store, tmp_path, "b.pgn", ARCHIVE_B)
     uses = _distinct(ARCHIVE_A, ARCHIVE_B)
     with EnginePool(stockfish, workers=2) as pool:
         label_store(store, pool, LabelRun())
@@ -125,7 +118,7 @@ def test_relabel_most_used_first_appends_deeper_labels(store, tmp_path, stockfis
 
 
 def test_failures_are_recorded_with_reasons_and_retried_only_when_asked(store, tmp_path, stockfish):
-    _add(store, tmp_path, "b.pgn", ARCHIVE_B)
+    add_pgn(store, tmp_path, "b.pgn", ARCHIVE_B)
     in_check = [epd for epd in _distinct(ARCHIVE_B) if chess.Board(epd + " 0 1").is_check()]
     assert len(in_check) == 1  # the final position of the fool's mate
     with EnginePool(stockfish, workers=1) as pool:
@@ -156,6 +149,7 @@ from pathlib import Path
 from pipeline.engine import EnginePool, find_stockfish
 from pipeline.labels import LabelRun, label_store
 from pipeline.store import Store
+from tests.stores import add_pgn
 with EnginePool(find_stockfish(), workers=1) as pool:
     s = label_store(Store(Path(sys.argv[1])), pool, LabelRun(flush_positions=int(sys.argv[2])))
 print(json.dumps({"labelled": s.labelled, "done": s.shards_done, "busy": s.shards_busy}))

@@ -1,0 +1,168 @@
+"""The published systems' training sets: one asset per SQL file in sql/datasets/."""
+
+import dagster as dg
+
+from assets.metadata import png_md
+from assets.resources import StoreResource
+from pipeline.datasets import DATASETS, SPLITS, DatasetStats, SplitConfig, build_dataset
+from pipeline.plots import class_bars_png
+
+GROUP = "datasets"
+MIN_LABEL_COVERAGE = 0.99
+
+_S = DATASETS["sabatelli_3class"].defaults
+_R = DATASETS["sabatelli_regression"].defaults
+_D = DATASETS["deepchess"].defaults
+_L = DATASETS["lubeck_wdl"].defaults
+_H = DATASETS["hui_checkmate"].defaults
+_P = DATASETS["piece_values"].defaults
+
+
+class DatasetConfig(dg.Config):
+    seed: int = 0
+    """Seed of the split by game: the same seed always gives the same split."""
+    val_fraction: float = 0.1
+    """Share of games (groups of identical games) in val."""
+    test_fraction: float = 0.1
+    """Share of games in test."""
+
+    def split(self) -> SplitConfig:
+        return SplitConfig(self.seed, self.val_fraction, self.test_fraction)
+
+    def params(self) -> dict:
+        return self.model_dump(exclude={"seed", "val_fraction", "test_fraction"})
+
+
+class LabelSettingConfig(DatasetConfig):
+    label_kind: str = _S["label_kind"]
+    """Label setting the targets come from: depth, nodes or static."""
+    label_value: int = _S["label_value"]
+    """Depth or nodes of that setting (Sabatelli: depth 8)."""
+    label_engine: str = _S["label_engine"]
+    """Engine name + version, e.g. 'Stockfish 15.1'; empty: any engine (the deepest label)."""
+
+
+class SabatelliConfig(LabelSettingConfig):
+    min_elo: int = _S["min_elo"]
+    """Both players rated over this (engine games are always in)."""
+    pov: str = _S["pov"]
+    """Whose score: side_to_move (the thesis: every position as if White were to move) or white."""
+
+
+class SabatelliRegressionConfig(SabatelliConfig):
+    clip_cp: int = _R["clip_cp"]
+    """Scores are clipped to +/- this many centipawns, then mapped linearly onto [0, 1]; mates go to 0 / 1."""
+    wp_scale: float = _R["wp_scale"]
+    """win_prob = 1 / (1 + 10^(-cp / wp_scale))."""
+    target_kind: str = _R["target_kind"]
+    """linear or win_prob: which one is `target` (both are columns)."""
+
+
+class DeepChessConfig(DatasetConfig):
+    sample_seed: int = _D["sample_seed"]
+    """Seed of the random choice of positions within each game."""
+    per_game: int = _D["per_game"]
+    """Positions drawn from each decisive game."""
+    skip_moves: int = _D["skip_moves"]
+    """Never from a game's first moves (DeepChess: 5)."""
+
+
+class LubeckConfig(DatasetConfig):
+    min_avg_elo: int = _L["min_avg_elo"]
+    """Games whose players' average rating is over this (engine games are always in)."""
+
+
+class HuiConfig(DatasetConfig):
+    min_elo: int = _H["min_elo"]
+    """Both players rated over this."""
+    gamestage: float = _H["gamestage"]
+    """Positions from this final share of each game's plies."""
+
+
+class PieceValuesConfig(LabelSettingConfig):
+    min_elo: int = _P["min_elo"]
+    """Both players rated over this (0: every game)."""
+    max_cp: int = _P["max_cp"]
+    """Leave out positions scored beyond +/- this many centipawns (and mates)."""
+
+
+CONFIGS = {
+    "sabatelli_3class": SabatelliConfig, "sabatelli_15class": SabatelliConfig, "sabatelli_20class": SabatelliConfig,
+    "sabatelli_regression": SabatelliRegressionConfig, "deepchess": DeepChessConfig, "lubeck_wdl": LubeckConfig,
+    "hui_checkmate": HuiConfig, "piece_values": PieceValuesConfig,
+}
+
+
+def _histogram_md(stats: DatasetStats, classes: int) -> str:
+    lines = ["| class | " + " | ".join(SPLITS) + " |", "|---" * (len(SPLITS) + 1) + "|"]
+    for c in range(classes):
+        lines.append(f"| {c} | " + " | ".join(f"{stats.histogram.get(s, {}).get(c, 0):,}" for s in SPLITS) + " |")
+    return "\n".join(lines)
+
+
+def _results(name: str, stats: DatasetStats):
+    spec = DATASETS[name]
+    metadata = {
+        "rows": sum(stats.rows.values()),
+        **{f"rows_{s}": stats.rows[s] for s in SPLITS},
+        **{f"removed_by_guard_{s}": stats.removed[s] for s in SPLITS},
+        **{f"games_{s}": stats.games.get(s, 0) for s in SPLITS},
+        "candidates": stats.candidates, "label_coverage": round(stats.label_coverage, 4),
+        "path": dg.MetadataValue.path(stats.folder),
+    }
+    if spec.classes:
+        metadata["class_histogram"] = dg.MetadataValue.md(_histogram_md(stats, spec.classes))
+        metadata["class_shares"] = png_md(class_bars_png(stats.histogram, spec.classes, name), "class shares")
+    else:
+        metadata["target"] = dg.MetadataValue.md("| split | mean | std | min | max |\n|---|---|---|---|---|\n" + "\n".join(
+            f"| {s} | " + " | ".join(f"{v:.4f}" for v in stats.target_summary[s]) + " |"
+            for s in SPLITS if s in stats.target_summary))
+    yield dg.MaterializeResult(metadata=metadata)
+    yield dg.AssetCheckResult(check_name="disjoint_splits", passed=not any(stats.overlap.values()),
+                              metadata={f"shared_keys_{k.replace('/', '_')}": v for k, v in stats.overlap.items()})
+    if spec.classes:
+        train = stats.histogram.get("train", {})
+        missing = [c for c in range(spec.classes) if not train.get(c)]
+        total = sum(train.values()) or 1
+        yield dg.AssetCheckResult(
+            check_name="class_balance", passed=not missing, severity=dg.AssetCheckSeverity.WARN,
+            metadata={"classes_missing_in_train": str(missing),
+                      "smallest_class_share": round(min((train.get(c, 0) for c in range(spec.classes))) / total, 5),
+                      "largest_class_share": round(max(train.values(), default=0) / total, 5)})
+    else:
+        mean, std, lo, hi = stats.target_summary.get("train", (0.0, 0.0, 0.0, 0.0))
+        yield dg.AssetCheckResult(check_name="class_balance", passed=std > 0, severity=dg.AssetCheckSeverity.WARN,
+                                  metadata={"train_target_mean": mean, "train_target_std": std})
+    yield dg.AssetCheckResult(
+        check_name="label_coverage", passed=stats.label_coverage >= MIN_LABEL_COVERAGE,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"label_coverage": round(stats.label_coverage, 4), "unlabelled_rows_left_out": stats.unlabelled})
+    yield dg.AssetCheckResult(check_name="rows_per_split", passed=all(stats.rows[s] > 0 for s in SPLITS),
+                              metadata={s: stats.rows[s] for s in SPLITS})
+
+
+def dataset_asset(name: str) -> dg.AssetsDefinition:
+    spec = DATASETS[name]
+    config_cls = CONFIGS[name]
+    deps = ["games", "positions"] + (["labels"] if spec.labelled else [])
+    checks = [
+        dg.AssetCheckSpec("disjoint_splits", asset=name, description="no position key in two splits"),
+        dg.AssetCheckSpec("class_balance", asset=name,
+                          description="every class present in train (regression: the target varies)"),
+        dg.AssetCheckSpec("label_coverage", asset=name,
+                          description=f"at least {MIN_LABEL_COVERAGE:.0%} of candidate positions have a label"),
+        dg.AssetCheckSpec("rows_per_split", asset=name, description="train, val and test are not empty"),
+    ]
+
+    @dg.asset(name=name, group_name=GROUP, deps=deps, check_specs=checks,
+              description=f"{spec.description}. SQL: sql/datasets/{name}.sql; files datasets/{name}/<split>.parquet.")
+    def _dataset(context: dg.AssetExecutionContext, config: config_cls, store: StoreResource):
+        stats = build_dataset(store.get(), name, config.params(), config.split())
+        context.log.info(f"{name}: rows {stats.rows}, removed by the leakage guard {stats.removed}, "
+                         f"label coverage {stats.label_coverage:.2%}")
+        yield from _results(name, stats)
+
+    return _dataset
+
+
+dataset_assets = [dataset_asset(name) for name in DATASETS]

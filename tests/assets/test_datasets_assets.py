@@ -1,0 +1,40 @@
+"""Dataset assets in a real Dagster instance: files, metadata, checks and the `datasets` view."""
+
+import dagster as dg
+import pyarrow.parquet as pq
+
+from assets.datasets import dataset_assets
+from assets.resources import StoreResource
+from pipeline.datasets import SPLITS, dataset_dir
+from pipeline.duck import connect, create_views
+from tests.fixtures_pgn import RATED_GAMES
+from tests.stores import labelled_store
+
+
+def test_dataset_assets_write_splits_report_them_and_pass_their_checks(instance, tmp_path, stockfish):
+    store = labelled_store(tmp_path, RATED_GAMES, stockfish)
+    names = ["sabatelli_3class", "lubeck_wdl"]
+    split = {"seed": 0, "val_fraction": 0.0, "test_fraction": 0.5}
+    result = dg.materialize(dataset_assets, selection=names, instance=instance,
+                            resources={"store": StoreResource(root=str(store.root))},
+                            run_config={"ops": {n: {"config": split} for n in names}})
+    assert result.success
+    checks = {(c.asset_key.to_user_string(), c.check_name): c for c in result.get_asset_check_evaluations()}
+    for mat in result.get_asset_materialization_events():
+        name = mat.materialization.asset_key.to_user_string()
+        meta = {k: v.value for k, v in mat.materialization.metadata.items()}
+        on_disk = {s: pq.read_metadata(dataset_dir(store, name) / f"{s}.parquet").num_rows for s in SPLITS}
+        assert {s: meta[f"rows_{s}"] for s in SPLITS} == on_disk
+        assert checks[(name, "disjoint_splits")].passed
+        assert checks[(name, "label_coverage")].passed and meta["label_coverage"] == 1.0
+        # val is empty by configuration: the check says so.
+        assert not checks[(name, "rows_per_split")].passed and on_disk["val"] == 0
+        assert "class_histogram" in meta and "data:image/png;base64," in meta["class_shares"]
+    create_views(store)
+    with connect(store) as con:
+        got = dict(con.sql("SELECT dataset, count(*) FROM datasets GROUP BY 1").fetchall())
+        shared = con.sql("SELECT count(*) FROM datasets a JOIN datasets b USING (dataset, position_key) "
+                         "WHERE a.split = 'train' AND b.split = 'test'").fetchall()[0][0]
+    assert got == {n: sum(pq.read_metadata(dataset_dir(store, n) / f"{s}.parquet").num_rows for s in SPLITS)
+                   for n in names}
+    assert shared == 0

@@ -1,0 +1,150 @@
+"""SQL datasets: class edges by hand, splits by game without leakage, bound parameters."""
+
+import chess
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.datasets import DATASETS, SPLITS, SplitConfig, build_dataset, dataset_dir
+from pipeline.duck import load_sql, memory_connection
+from tests.fixtures_pgn import RATED_GAMES
+from tests.stores import labelled_store
+
+# (cp from the target's side, 3-class, 15-class, 20-class), worked out by hand from the edges:
+# 3: loss < -150 <= draw <= 150 < win.  15: 0 below -750, 1 [-750,-650), ..., 6 [-250,-150),
+# 7 draw [-150,150], 8 (150,250], ..., 13 (650,750], 14 above 750.  20: as 15 outside the draw
+# region, which splits into 7 [-150,-100), 8 [-100,-50), 9 [-50,0), 10 [0,50), 11 [50,100),
+# 12 [100,150]; wins are 13..19.
+EDGES = [
+    (-32000, 0, 0, 0), (-751, 0, 0, 0), (-750, 0, 1, 1), (-651, 0, 1, 1), (-650, 0, 2, 2),
+    (-251, 0, 5, 5), (-250, 0, 6, 6), (-151, 0, 6, 6), (-150, 1, 7, 7), (-101, 1, 7, 7),
+    (-100, 1, 7, 8), (-51, 1, 7, 8), (-50, 1, 7, 9), (-1, 1, 7, 9), (0, 1, 7, 10), (49, 1, 7, 10),
+    (50, 1, 7, 11), (100, 1, 7, 12), (150, 1, 7, 12), (151, 2, 8, 13), (250, 2, 8, 13),
+    (251, 2, 9, 14), (750, 2, 13, 18), (751, 2, 14, 19), (31999, 2, 14, 19),
+]
+
+
+@pytest.fixture(scope="module")
+def macros():
+    con = duckdb.connect()
+    con.execute(load_sql("views/macros"))
+    yield con
+    con.close()
+
+
+@pytest.mark.parametrize("cp,c3,c15,c20", EDGES)
+def test_sabatelli_class_edges(macros, cp, c3, c15, c20):
+    got = macros.execute("SELECT sabatelli_class3($cp), sabatelli_class15($cp), sabatelli_class20($cp)",
+                         {"cp": cp}).fetchall()[0]
+    assert got == (c3, c15, c20)
+
+
+def test_every_class_index_is_reachable(macros):
+    got = macros.execute("SELECT count(DISTINCT sabatelli_class15(c)), count(DISTINCT sabatelli_class20(c)) "
+                         "FROM range(-1000, 1001) t(c)").fetchall()[0]
+    assert got == (15, 20)
+
+
+@pytest.fixture(scope="module")
+def small_store(tmp_path_factory, stockfish):
+    return labelled_store(tmp_path_factory.mktemp("ds"), RATED_GAMES, stockfish)
+
+
+def _strip(rows):
+    return {s: [{k: v for k, v in r.items() if k != "materialised_at"} for r in rs] for s, rs in rows.items()}
+
+
+def _rows(store, name):
+    return {s: pq.read_table(dataset_dir(store, name) / f"{s}.parquet").to_pylist() for s in SPLITS}
+
+
+def test_sabatelli_targets_follow_the_label_from_the_side_to_move(small_store):
+    stats = build_dataset(small_store, "sabatelli_3class", split=SplitConfig(val_fraction=0.3, test_fraction=0.3))
+    rows = [r for split in _rows(small_store, "sabatelli_3class").values() for r in split]
+    with memory_connection(small_store) as con:
+        score = {(r[0], r[1]): r[2] for r in con.sql(
+            "SELECT position_key, side_to_move, score FROM labels").fetchall()}
+    # g3 has a player under 2000: out. g1 twice and g2 are in.
+    assert {r["white_elo"] for r in rows} == {2300, 2100}
+    assert stats.unlabelled == 0
+    for r in rows:
+        s = score[(r["position_key"], r["side_to_move"])]
+        s = -s if r["side_to_move"] == "b" else s
+        assert r["score"] == s and r["mirrored"] == (r["side_to_move"] == "b")
+        assert r["target"] == (0 if s < -150 else 2 if s > 150 else 1)
+    # The final position of g1 (Black has mated; White to move) is a loss for the side to move.
+    mated = [r for r in rows if r["ply"] == 14 and r["result"] == "0-1"]
+    assert mated and all(r["target"] == 0 for r in mated)
+
+
+def test_split_is_by_game_disjoint_by_position_and_deterministic(small_store):
+    cfg = SplitConfig(seed=3, val_fraction=0.3, test_fraction=0.3)
+    first = build_dataset(small_store, "lubeck_wdl", split=cfg)
+    rows = _rows(small_store, "lubeck_wdl")
+    # Identical move sequences (g1 twice) land in one split.
+    splits_of_g1 = {s for s, rs in rows.items() for r in rs if r["ply"] == 14 and r["result"] == "0-1"}
+    assert len(splits_of_g1) == 1
+    keys = {s: {r["position_key"] for r in rs} for s, rs in rows.items()}
+    assert not keys["train"] & keys["val"] and not keys["train"] & keys["test"] and not keys["val"] & keys["test"]
+    assert first.overlap == {"train/val": 0, "train/test": 0, "val/test": 0}
+    # The start position is in every game: it stays only in the most held-out split that has it.
+    start = chess.polyglot.zobrist_hash(chess.Board())
+    held = [s for s in ("test", "val", "train") if rows[s]]
+    assert [s for s in SPLITS if start in keys[s]] == held[:1]
+    assert sum(first.removed.values()) > 0
+    # Same seed, same rows; another seed, another split.
+    again = build_dataset(small_store, "lubeck_wdl", split=cfg)
+    assert again.rows == first.rows and _strip(_rows(small_store, "lubeck_wdl")) == _strip(rows)
+    assignments = {build_dataset(small_store, "lubeck_wdl", split=SplitConfig(seed=k, val_fraction=0.3,
+                                                                              test_fraction=0.3)).games.get("test", 0)
+                   for k in range(6)}
+    assert len(assignments) > 1
+
+
+def test_lubeck_targets_are_the_game_results(small_store):
+    build_dataset(small_store, "lubeck_wdl", split=SplitConfig(val_fraction=0, test_fraction=0))
+    rows = _rows(small_store, "lubeck_wdl")["train"]
+    expected = {"1-0": 2, "1/2-1/2": 1, "0-1": 0}
+    assert {r["result"] for r in rows} == {"0-1", "1-0", "1/2-1/2"}
+    assert all(r["target"] == expected[r["result"]] for r in rows)
+
+
+def test_deepchess_draws_ten_late_quiet_positions_per_decisive_game(small_store):
+    build_dataset(small_store, "deepchess", {"per_game": 3}, SplitConfig(val_fraction=0, test_fraction=0))
+    rows = _rows(small_store, "deepchess")["train"]
+    per_game = {}
+    for r in rows:
+        per_game.setdefault(r["game_id"], []).append(r)
+    assert len(per_game) == 3 and all(len(v) == 3 for v in per_game.values())  # g1, g1 again, g2
+    assert all(r["ply"] >= 10 and r["result"] in ("1-0", "0-1") for r in rows)
+    assert all(r["target"] == (1 if r["winner"] == "white" else 0) for r in rows)
+    with memory_connection(small_store) as con:
+        captured = {(g, p) for g, p in con.sql("SELECT game_id, ply FROM positions WHERE is_capture").fetchall()}
+    assert not {(r["game_id"], r["ply"]) for r in rows} & captured
+    # The draw is deterministic for a sample seed and changes with it.
+    build_dataset(small_store, "deepchess", {"per_game": 3}, SplitConfig(val_fraction=0, test_fraction=0))
+    assert [r["ply"] for r in _rows(small_store, "deepchess")["train"]] == [r["ply"] for r in rows]
+
+
+def test_hui_checkmate_takes_the_end_of_mated_games(small_store):
+    build_dataset(small_store, "hui_checkmate", {"gamestage": 0.3}, SplitConfig(val_fraction=0, test_fraction=0))
+    rows = _rows(small_store, "hui_checkmate")["train"]
+    assert rows and all(r["ply_count"] == 14 and r["ply"] >= 14 * 0.7 and r["target"] == 0 for r in rows)
+
+
+def test_parameters_holding_quotes_and_semicolons_are_data(small_store):
+    evil = "Stockfish'; DROP VIEW labels; --"
+    stats = build_dataset(small_store, "piece_values", {"label_engine": evil},
+                          SplitConfig(val_fraction=0, test_fraction=0))
+    assert stats.candidates > 0 and stats.unlabelled == stats.candidates  # no engine has that name
+    with memory_connection(small_store) as con:
+        assert con.sql("SELECT count(*) FROM labels").fetchall()[0][0] > 0
+    with pytest.raises(ValueError, match="no parameters"):
+        build_dataset(small_store, "piece_values", {"min_elo; --": 1})
+
+
+def test_every_dataset_builds_with_its_defaults(small_store):
+    for name in DATASETS:
+        stats = build_dataset(small_store, name, split=SplitConfig(val_fraction=0.2, test_fraction=0.2))
+        assert stats.candidates > 0, name
+        assert stats.overlap == {"train/val": 0, "train/test": 0, "val/test": 0}, name
