@@ -31,6 +31,7 @@ bench: install
 	  (apt-get install -y -qq pgn-extract >/dev/null 2>&1 || echo "pgn-extract not installed: its baseline is skipped" >&2)
 	$(BIN)/python benchmarks/ingest.py
 	$(BIN)/python benchmarks/labels.py
+	$(BIN)/python benchmarks/loader.py
 
 clean:
 	rm -rf $(VENV) store

@@ -209,7 +209,9 @@ def cmd_demo(args) -> None:
 
     dg.materialize([duckdb_views], instance=instance, resources=_resources(store), run_config=QUIET)
     _print_label_summary(label_positions(store, instance, {}, workers=args.workers))
-    cmd_datasets(argparse.Namespace(home=str(store.root), names=[], seed=None))
+    # The sample is small: a fifth of its games each for val and test, so neither is empty.
+    cmd_datasets(argparse.Namespace(home=str(store.root), names=[], seed=None, val_fraction=0.2, test_fraction=0.2))
+    cmd_train(argparse.Namespace(home=str(store.root), models=[], profile="quick", epochs=0, device="auto"))
     print(f"store: {store.root}")
     _print_table(duck.query(store, "SELECT * FROM archive_summary"), "table")
     print(f"query it: chess-pipeline sql \"SELECT source, count(*) FROM games GROUP BY source\"  "
@@ -241,6 +243,17 @@ def cmd_label(args) -> None:
     duck.create_views(store)
 
 
+def _materialize_all(assets: list, names: list[str], config: dict, store: Store, instance: dg.DagsterInstance,
+                     what: str):
+    """One Dagster run materialising the named assets, each with the same config."""
+    run_config = {"ops": {n: {"config": config} for n in names}, **QUIET}
+    result = dg.materialize(assets, selection=names, instance=instance, resources=_resources(store),
+                            run_config=run_config, raise_on_error=False)
+    if not result.success:
+        raise SystemExit(f"chess-pipeline: {what} failed: {failure_message(result)}")
+    return result
+
+
 def cmd_datasets(args) -> None:
     from assets.datasets import dataset_assets
     from pipeline.datasets import DATASETS, SPLITS
@@ -252,11 +265,11 @@ def cmd_datasets(args) -> None:
     store = _store(args)
     instance = _instance(store)
     config = {"seed": args.seed} if args.seed is not None else {}
-    run_config = {"ops": {n: {"config": config} for n in names}, **QUIET}
-    result = dg.materialize(dataset_assets, selection=names, instance=instance, resources=_resources(store),
-                            run_config=run_config, raise_on_error=False)
-    if not result.success:
-        raise SystemExit(f"chess-pipeline: datasets failed: {failure_message(result)}")
+    if args.val_fraction is not None:
+        config["val_fraction"] = args.val_fraction
+    if args.test_fraction is not None:
+        config["test_fraction"] = args.test_fraction
+    result = _materialize_all(dataset_assets, names, config, store, instance, "datasets")
     checks = {}
     for e in result.get_asset_check_evaluations():
         checks.setdefault(e.asset_key.to_user_string(), []).append((e.check_name, e.passed))
@@ -268,6 +281,34 @@ def cmd_datasets(args) -> None:
         failed = [c for c, ok in checks.get(name, []) if not ok]
         print(f"{name}: {rows} (leakage guard removed {removed}); label coverage {m['label_coverage']:.2%}"
               + (f"; checks not passed: {', '.join(failed)}" if failed else ""))
+    duck.create_views(store)
+
+
+def cmd_train(args) -> None:
+    from assets.training import MODELS, model_assets
+
+    names = args.models or ["mlp_bitmap_3class"]
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        raise SystemExit(f"chess-pipeline train: no model {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    store = _store(args)
+    instance = _instance(store)
+    config = {"profile": args.profile, "device": args.device}
+    if args.epochs:
+        config["epochs"] = args.epochs
+    result = _materialize_all(model_assets, names, config, store, instance, "training")
+    for mat in result.get_asset_materialization_events():
+        m = {k: v.value for k, v in mat.materialization.metadata.items()}
+        name = mat.materialization.asset_key.to_user_string()
+        score = (f"test accuracy {m['test_accuracy']:.2%} (majority class {m['majority_class_accuracy']:.2%})"
+                 if "test_accuracy" in m else f"test MSE {m['test_mse']:.5f}, cp MAE {m['test_cp_mae']:.0f}")
+        print(f"{name}: {score} on {m['rows_test']:,} test positions; {m['epochs']} epochs on {m['rows_train']:,} "
+              f"rows in {m['seconds']:.0f}s ({m['train_positions_per_second']:,} positions/s, {m['device']}); "
+              f"published: {m['published']}")
+    from assets.training import model_results
+
+    dg.materialize([model_results], instance=instance, resources=_resources(store), run_config=QUIET)
+    print(f"results table: {store.root / 'reports' / 'model_results.md'}")
     duck.create_views(store)
 
 
@@ -333,10 +374,20 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("datasets", help="materialise training sets (sql/datasets/) with train/val/test splits")
     s.add_argument("names", nargs="*", help="datasets to build (default: all)")
     s.add_argument("--seed", type=int, default=None, help="seed of the split by game (default 0)")
+    s.add_argument("--val-fraction", type=float, default=None, help="share of games in val (default 0.1)")
+    s.add_argument("--test-fraction", type=float, default=None, help="share of games in test (default 0.1)")
     s.set_defaults(func=cmd_datasets)
 
+    s = sub.add_parser("train", help="train value networks from the datasets (default: the 3-class MLP)")
+    s.add_argument("models", nargs="*", help="model assets to train (default: mlp_bitmap_3class)")
+    s.add_argument("--profile", choices=("quick", "full"), default="quick",
+                   help="quick: a few CPU minutes; full: the published schedules")
+    s.add_argument("--epochs", type=int, default=0, help="override the profile's epochs")
+    s.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    s.set_defaults(func=cmd_train)
+
     s = sub.add_parser("sql", help="run SQL over the store (views: games, rejected_games, positions, archive_summary, "
-                                   "labels, best_labels, labelled_positions, label_failures, datasets)")
+                                   "labels, best_labels, labelled_positions, label_failures, datasets, model_metrics)")
     s.add_argument("query")
     s.add_argument("--format", choices=("table", "csv", "json"), default="table")
     s.set_defaults(func=cmd_sql)

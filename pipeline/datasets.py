@@ -151,6 +151,8 @@ def build_dataset(store: Store, name: str, params: dict | None = None, split: Sp
             table = con.sql("SELECT $dataset AS dataset, * EXCLUDE (split), split, $made AS materialised_at "
                             "FROM split_rows WHERE split = $split ORDER BY game_id, ply",
                             params={"dataset": name, "split": s, "made": made}).to_arrow_table()
+            i = table.schema.get_field_index("planes")
+            table = table.set_column(i, "planes", table.column("planes").cast(pa.binary(96)))  # as in positions
             path = dataset_dir(store, name) / f"{s}.parquet"
             with atomic_path(path) as tmp:
                 pq.write_table(table, tmp, row_group_size=ROW_GROUP, **PARQUET_OPTIONS)

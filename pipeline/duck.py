@@ -13,7 +13,8 @@ import pyarrow.parquet as pq
 from pipeline.store import Store, atomic_path
 
 VIEW_ORDER = ("macros", "games", "rejected_games", "positions", "archives", "distinct_positions",
-              "labels", "label_failures", "best_labels", "labelled_positions", "label_macros", "datasets")
+              "labels", "label_failures", "best_labels", "labelled_positions", "label_macros", "datasets",
+              "model_metrics")
 SCHEMA_FILE = "_schema.parquet"
 _PLACEHOLDER = re.compile(r"\{\{parquet:([a-z_]+)\}\}")
 
@@ -35,8 +36,12 @@ def table_schemas() -> dict[str, pa.Schema]:
     from pipeline.datasets import SCHEMA as DATASETS_SCHEMA  # these modules import this one
     from pipeline.labels import FAILURES_SCHEMA, LABELS_SCHEMA
 
+    metrics = pa.schema([("model", pa.string()), ("dataset", pa.string()), ("split", pa.string()),
+                         ("metric", pa.string()), ("value", pa.float64()), ("run_id", pa.string()),
+                         ("materialised_at", pa.timestamp("us", tz="UTC"))])
     return {"games": GAMES_SCHEMA, "rejected_games": REJECTED_SCHEMA, "positions": POSITIONS_SCHEMA,
-            "labels": LABELS_SCHEMA, "label_failures": FAILURES_SCHEMA, "datasets": DATASETS_SCHEMA}
+            "labels": LABELS_SCHEMA, "label_failures": FAILURES_SCHEMA, "datasets": DATASETS_SCHEMA,
+            "model_metrics": metrics}
 
 
 def ensure_schema_files(store: Store) -> None:

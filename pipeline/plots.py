@@ -54,3 +54,42 @@ def _png(fig) -> bytes:
     fig.savefig(buf, format="png")
     plt.close(fig)
     return buf.getvalue()
+
+
+def learning_curves_png(history: list[dict], title: str) -> bytes:
+    """Train / val loss per epoch, and val accuracy (or MSE) on a second axis."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.2), dpi=90)
+    epochs = [h["epoch"] for h in history]
+    ax.plot(epochs, [h["train_loss"] for h in history], "o-", label="train loss")
+    ax.plot(epochs, [h["val_loss"] for h in history], "o-", label="val loss")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss")
+    key = "val_accuracy" if history and history[0].get("val_accuracy") is not None else None
+    if key:
+        ax2 = ax.twinx()
+        ax2.plot(epochs, [h[key] for h in history], "s--", color="#2a7", label="val accuracy")
+        ax2.set_ylabel("accuracy")
+        ax2.legend(loc="center right")
+    ax.legend(loc="upper right")
+    ax.set_title(title)
+    return _png(fig)
+
+
+def confusion_png(matrix: list[list[int]], title: str) -> bytes:
+    """A confusion matrix (rows: true class, columns: predicted), shaded by row share."""
+    import numpy as np
+
+    m = np.asarray(matrix, dtype=float)
+    share = m / np.maximum(m.sum(1, keepdims=True), 1)
+    n = len(m)
+    fig, ax = plt.subplots(figsize=(1.6 + 0.35 * n, 1.2 + 0.35 * n), dpi=90)
+    ax.imshow(share, cmap="Blues", vmin=0, vmax=1)
+    if n <= 5:
+        for i in range(n):
+            for j in range(n):
+                ax.text(j, i, f"{int(m[i, j]):,}", ha="center", va="center", fontsize=8,
+                        color="white" if share[i, j] > 0.5 else "black")
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    ax.set_title(title)
+    return _png(fig)

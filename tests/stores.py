@@ -24,3 +24,17 @@ def labelled_store(folder: Path, text: str, stockfish: str) -> Store:
     with EnginePool(stockfish, workers=2) as pool:
         label_store(store, pool, LabelRun())
     return store
+
+
+def first_games(source: Path, n: int, dest: Path) -> str:
+    """The first n games of a real archive as PGN text (written to dest too)."""
+    from pipeline.archive import iter_raw_games
+
+    texts = []
+    for i, g in enumerate(iter_raw_games(source)):
+        if i == n:
+            break
+        texts.append(g.text)
+    text = "\n\n".join(texts) + "\n"
+    dest.write_text(text)
+    return text

@@ -44,6 +44,11 @@ def test_demo_makes_a_selfplay_archive_and_runs_the_graph(home, capsys, stockfis
         assert datasets["sabatelli_3class"] == con.sql(
             "SELECT count(*) FROM positions").fetchall()[0][0] - sum_removed(out, "sabatelli_3class")
     assert "coverage 100.00%" in out
+    # ... and trained the 3-class MLP, its metrics in the store.
+    assert "mlp_bitmap_3class: test accuracy" in out
+    with duckdb.connect(str(home / "chess.duckdb"), read_only=True) as con:
+        assert con.sql("SELECT count(*) FROM model_metrics WHERE model = 'mlp_bitmap_3class' "
+                       "AND metric = 'accuracy' AND split = 'test'").fetchall()[0][0] == 1
     # The runs are in the persistent instance, so the UI shows them.
     import dagster as dg
 

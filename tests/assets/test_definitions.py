@@ -6,7 +6,9 @@ def test_definitions_load_with_every_asset_check_sensor_schedule_and_job():
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
     assert {"games", "rejected_games", "positions", "duckdb_views", "labels", "sabatelli_3class",
             "sabatelli_15class", "sabatelli_20class", "sabatelli_regression", "deepchess", "lubeck_wdl",
-            "hui_checkmate", "piece_values"} <= keys
+            "hui_checkmate", "piece_values", "mlp_bitmap_3class", "mlp_algebraic_3class", "cnn_bitmap_3class",
+            "cnn_algebraic_3class", "mlp_bitmap_15class", "mlp_bitmap_20class", "mlp_bitmap_regression",
+            "lubeck_wdl_mlp", "cnn_features_3class", "cnn_features_15class", "model_results"} <= keys
     assert defs.resolve_sensor_def("archives_sensor")
     assert defs.resolve_job_def("ingest_archive")
     assert defs.resolve_job_def("relabel_labels")

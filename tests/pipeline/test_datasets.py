@@ -148,3 +148,11 @@ def test_every_dataset_builds_with_its_defaults(small_store):
         stats = build_dataset(small_store, name, split=SplitConfig(val_fraction=0.2, test_fraction=0.2))
         assert stats.candidates > 0, name
         assert stats.overlap == {"train/val": 0, "train/test": 0, "val/test": 0}, name
+
+
+def test_a_tiny_dataset_still_gets_every_split(small_store):
+    # Three games (g1 twice is one group) and shares of 1%: by hash alone val and test would be
+    # empty; the groups with the largest hashes fill them instead.
+    stats = build_dataset(small_store, "lubeck_wdl", split=SplitConfig(seed=5, val_fraction=0.01, test_fraction=0.01))
+    assert all(stats.rows[s] > 0 for s in SPLITS), stats.rows
+    assert sum(stats.games.values()) == 4 and stats.overlap == {"train/val": 0, "train/test": 0, "val/test": 0}

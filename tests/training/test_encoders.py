@@ -1,0 +1,124 @@
+"""Encoders against boards worked out by hand."""
+
+import chess
+import numpy as np
+import torch
+
+from pipeline.encoding import PLANE_ORDER
+from training.encoders import Batch, get_encoder, unpack
+
+CASTLE_BITS = ((chess.BB_H1, 1), (chess.BB_A1, 2), (chess.BB_H8, 4), (chess.BB_A8, 8))
+
+
+def batch_of(*boards: chess.Board, mirrored=None) -> Batch:
+    planes, stm, castling = [], [], []
+    for b in boards:
+        raw = b"".join(int(b.pieces_mask(chess.Piece.from_symbol(s).piece_type, chess.Piece.from_symbol(s).color))
+                       .to_bytes(8, "little") for s in PLANE_ORDER)
+        planes.append(np.frombuffer(raw, dtype=np.uint8))
+        stm.append(b.turn)
+        castling.append(sum(bit for sq, bit in CASTLE_BITS if b.castling_rights & sq))
+    m = torch.tensor(mirrored if mirrored is not None else [False] * len(boards))
+    return Batch(torch.from_numpy(np.stack(planes)), torch.tensor(stm), torch.tensor(castling, dtype=torch.uint8), m)
+
+
+def test_unpack_puts_each_piece_on_its_square():
+    bits = unpack(batch_of(chess.Board()).planes)[0]  # (12, 64)
+    assert bits[0].nonzero().flatten().tolist() == list(range(8, 16))  # white pawns a2..h2
+    assert bits[5].nonzero().flatten().tolist() == [chess.E1]
+    assert bits[11].nonzero().flatten().tolist() == [chess.E8]
+    assert bits.sum().item() == 32
+
+
+def test_bitmap768_start_position():
+    x = get_encoder("bitmap768")(batch_of(chess.Board()))[0]  # (12, rank, file)
+    assert x.shape == (12, 8, 8)
+    assert x[0, 1].tolist() == [1.0] * 8 and x[6, 6].tolist() == [1.0] * 8  # pawns on ranks 2 and 7
+    assert x[4, 0, 3] == 1 and x[10, 7, 3] == 1  # queens d1, d8
+    assert x.sum() == 32
+
+
+def test_mirrored_rows_play_the_side_to_move_as_white():
+    after_e4 = chess.Board()
+    after_e4.push_san("e4")  # Black to move
+    x = get_encoder("bitmap768")(batch_of(after_e4, mirrored=[True]))[0]
+    # Black's pieces become White's, flipped: full pawn rank 2, king e1.
+    assert x[0, 1].tolist() == [1.0] * 8
+    assert x[5, 0, 4] == 1
+    # White's e4 pawn becomes a black pawn on e5; the other black pawns stand on rank 7.
+    assert x[6, 4, 4] == 1 and x[6, 6].tolist() == [1, 1, 1, 1, 0, 1, 1, 1]
+    y = get_encoder("bitmap773")(batch_of(after_e4, mirrored=[True]))[0]
+    assert y[768] == 1  # the side to move is "White" now
+    z = get_encoder("bitmap773")(batch_of(after_e4))[0]
+    assert z[768] == 0 and z[769:].tolist() == [1, 1, 1, 1]
+
+
+def test_mirrored_castling_rights_swap_colours():
+    b = chess.Board("r3k2r/8/8/8/8/8/8/4K3 b kq - 0 1")  # only Black may castle
+    plain = get_encoder("bitmap773")(batch_of(b))[0][769:].tolist()
+    mirrored = get_encoder("bitmap773")(batch_of(b, mirrored=[True]))[0][769:].tolist()
+    assert plain == [0, 0, 1, 1] and mirrored == [1, 1, 0, 0]
+
+
+def test_algebraic_and_mailbox_values():
+    a = get_encoder("algebraic")(batch_of(chess.Board()))[0, 0]
+    assert a.sum() == 0 and a[0, 4] == 10 and a[7, 4] == -10 and a[0, 3] == 9 and a[1, 0] == 1 and a[0, 1] == 3
+    b = chess.Board("4k3/8/8/8/8/8/8/R3K3 w - - 0 1")
+    assert get_encoder("algebraic")(batch_of(b))[0, 0].sum() == 5  # R + K - K
+    m = get_encoder("mailbox64")(batch_of(b))[0]
+    assert m[chess.A1] == 4 / 6 and m[chess.E1] == 1 and m[chess.E8] == -1 and (m != 0).sum() == 3
+
+
+def test_piece_list_coordinates():
+    b = chess.Board("4k3/8/8/8/8/8/3PP3/R3K3 w - - 0 1")
+    x = get_encoder("piece_list")(batch_of(b))[0].reshape(-1, 3).double() * 7  # files and ranks 0..7
+    # Slots: white P x8, N x2, B x2, R x2, Q, K, then Black's the same: 16 per side.
+    pawns = x[:8]
+    assert pawns[:2].round().tolist() == [[7, 3, 1], [7, 4, 1]] and pawns[2:].sum() == 0
+    assert x[12].round().tolist() == [7, 0, 0]  # rook a1 (present is 1, times 7)
+    assert x[15].round().tolist() == [7, 4, 0]  # king e1
+    assert x[16 + 15].round().tolist() == [7, 4, 7]  # black king e8
+    assert x[:, 0].sum().round() == 5 * 7
+
+
+def _feature_facts(board: chess.Board):
+    """What the feature planes must say, from python-chess."""
+    pins = {sq for sq in chess.SQUARES if board.piece_at(sq) and board.is_pinned(board.piece_at(sq).color, sq)}
+    centre = {sq: (len(board.attackers(chess.WHITE, sq)) - len(board.attackers(chess.BLACK, sq))) / 4
+              for sq in (chess.C4, chess.D4, chess.E4, chess.C5, chess.D5, chess.E5)}
+    weight = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9, chess.KING: 10}
+    f2 = -sum(weight[board.piece_type_at(s)] for s in board.attackers(chess.BLACK, chess.F2)) / 10
+    f7 = sum(weight[board.piece_type_at(s)] for s in board.attackers(chess.WHITE, chess.F7)) / 10
+    return board.is_check(), pins, centre, f2, f7
+
+
+def test_feature_planes_agree_with_python_chess_on_real_positions(fics_2022):
+    import io
+
+    import chess.pgn
+
+    from pipeline.archive import open_archive
+
+    boards = []
+    with open_archive(fics_2022) as raw, io.TextIOWrapper(raw, encoding="utf-8") as f:
+        while len(boards) < 600:
+            game = chess.pgn.read_game(f)
+            b = game.board()
+            for move in game.mainline_moves():
+                b.push(move)
+                boards.append(b.copy(stack=False))
+    assert sum(b.is_check() for b in boards) > 10
+    x = get_encoder("features")(batch_of(*boards))
+    assert x.shape == (len(boards), 16, 8, 8)
+    flat = x.flatten(2)
+    pinned_seen = 0
+    for i, b in enumerate(boards):
+        check, pins, centre, f2, f7 = _feature_facts(b)
+        assert flat[i, 12, 0].item() == float(check), b.fen()
+        assert set(flat[i, 13].nonzero().flatten().tolist()) == pins, b.fen()
+        pinned_seen += len(pins)
+        for sq, v in centre.items():
+            assert abs(flat[i, 14, sq].item() - v) < 1e-6, (b.fen(), chess.square_name(sq))
+        assert abs(flat[i, 15, chess.F2].item() - f2) < 1e-6 and abs(flat[i, 15, chess.F7].item() - f7) < 1e-6
+    assert pinned_seen > 20
+    assert torch.equal(x[:, :12], get_encoder("bitmap768")(batch_of(*boards)))

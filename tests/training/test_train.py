@@ -1,0 +1,110 @@
+"""Loader and training loop on a real (small) labelled store: determinism, bounded memory,
+overfitting a batch, resume equal to an uninterrupted run, and the CUDA path."""
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from pipeline.datasets import SplitConfig, build_dataset, dataset_dir
+from training.data import LoaderConfig, ParquetBatches
+from training.encoders import get_encoder
+from training.models import PRESETS, build_model
+from training.train import TrainConfig, load_model, train
+from tests.stores import first_games, labelled_store
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, stockfish, fics_2022):
+    """The first 24 games of a real FICS archive (averaging over 2000), labelled at depth 8."""
+    tmp = tmp_path_factory.mktemp("train")
+    st = labelled_store(tmp, first_games(fics_2022, 24, tmp / "src.pgn"), stockfish)
+    for name, params in (("sabatelli_3class", {"min_elo": 1500}), ("lubeck_wdl", {})):
+        stats = build_dataset(st, name, params, split=SplitConfig(seed=0, val_fraction=0.2, test_fraction=0.2))
+        assert all(stats.rows.values()), stats.rows
+    return st
+
+
+def _numbered(tmp_path, rows=1000, group=64):
+    """A split file whose targets number its rows, in small row groups."""
+    planes = pa.array([bytes([i % 256]) * 96 for i in range(rows)], type=pa.binary(96))
+    t = pa.table({"planes": planes, "side_to_move": ["w"] * rows, "castling": pa.array([0] * rows, pa.uint8()),
+                  "target": pa.array(np.arange(rows, dtype=np.float64))})
+    path = tmp_path / "train.parquet"
+    pq.write_table(t, path, row_group_size=group)
+    return path
+
+
+def test_loader_gives_every_row_once_per_epoch_deterministically_in_bounded_memory(tmp_path):
+    path = _numbered(tmp_path)
+    cfg = LoaderConfig(batch_size=50, shuffle_buffer=200)
+    a = ParquetBatches(path, cfg, seed=1)
+    first = [b.target.tolist() for b in a.epoch(0)]
+    assert sorted(x for b in first for x in b) == list(range(1000))
+    assert a.max_buffered <= 200 + 64  # the buffer plus one row group, whatever the file size
+    again = [b.target.tolist() for b in ParquetBatches(path, cfg, seed=1).epoch(0)]
+    other_epoch = [b.target.tolist() for b in a.epoch(1)]
+    other_seed = [b.target.tolist() for b in ParquetBatches(path, cfg, seed=2).epoch(0)]
+    assert first == again and first != other_epoch and first != other_seed
+    in_order = [x for b in ParquetBatches(path, LoaderConfig(batch_size=64, shuffle=False)).epoch(0)
+                for x in b.target.tolist()]
+    assert in_order == list(range(1000))
+    assert len(ParquetBatches(path, cfg, limit=120)) == 3
+
+
+def test_a_small_model_overfits_one_batch(store):
+    loader = ParquetBatches(dataset_dir(store, "lubeck_wdl") / "train.parquet", LoaderConfig(batch_size=64))
+    batch = next(iter(loader.epoch(0)))
+    enc = get_encoder("bitmap768")
+    torch.manual_seed(0)
+    model = build_model(PRESETS["mlp3"], enc.shape, 3)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = enc(batch), batch.target.long()
+    for _ in range(150):
+        model.train()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    assert (model(x).argmax(1) == y).float().mean().item() == 1.0
+
+
+def _weights(path):
+    model, _ = load_model(path)
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def test_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(store, tmp_path):
+    base = dict(store=str(store.root), dataset="sabatelli_3class", model="mlp3", encoder="bitmap768",
+                batch_size=16, patience=10, threads=1, device="cpu")
+    whole = train(TrainConfig(**base, epochs=3, out=str(tmp_path / "whole")), log=lambda s: None)
+    train(TrainConfig(**base, epochs=1, out=str(tmp_path / "parts")), log=lambda s: None)
+    resumed = train(TrainConfig(**base, epochs=3, out=str(tmp_path / "parts")), log=lambda s: None)
+    assert resumed.resumed_from == 1 and resumed.epochs_run == 2
+    a, b = _weights(whole.checkpoint), _weights(resumed.checkpoint)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert [h["val_loss"] for h in whole.history] == [h["val_loss"] for h in resumed.history]
+    ck = torch.load(whole.checkpoint, weights_only=False)
+    assert ck["encoder"] == {"name": "bitmap768", "version": 1}
+    assert ck["dataset"]["name"] == "sabatelli_3class" and set(ck["dataset"]["splits"]) == {"train", "val", "test"}
+    assert "accuracy" in whole.test and len(whole.test["confusion"]) == 3
+
+
+@pytest.mark.parametrize("model,encoder,dataset", [("cnn", "algebraic", "sabatelli_3class"),
+                                                   ("cnn_features", "features", "sabatelli_3class"),
+                                                   ("lubeck", "piece_list", "lubeck_wdl"),
+                                                   ("mlp_regression", "bitmap773", "lubeck_wdl")])
+def test_other_architectures_train(store, tmp_path, model, encoder, dataset):
+    r = train(TrainConfig(store=str(store.root), dataset=dataset, model=model, encoder=encoder, epochs=1,
+                          batch_size=32, hidden=(64, 64) if model != "cnn" else (), device="cpu",
+                          out=str(tmp_path / model)), log=lambda s: None)
+    assert r.test["rows"] > 0 and np.isfinite(r.test["loss"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine (CPU-only torch build)")
+def test_cuda_training_path(store, tmp_path):
+    r = train(TrainConfig(store=str(store.root), dataset="sabatelli_3class", epochs=1, device="cuda",
+                          out=str(tmp_path / "cuda")), log=lambda s: None)
+    assert r.device.startswith("cuda") and r.test["rows"] > 0

@@ -1,0 +1,319 @@
+"""Position encoders: packed planes (96 bytes) -> network inputs, computed on the training device.
+
+Every encoder takes a batch as the loader delivers it (uint8 planes (B, 96), side to move,
+castling bits, mirrored flags) and unpacks the bits with tensor ops, so a GPU does the work
+when there is one. Each has a version, stored in checkpoints: a model is only ever fed the
+encoding it was trained on.
+
+Planes are 12 little-endian uint64 bitboards in the order P N B R Q K p n b r q k; square
+0 is a1, 63 is h8. `mirrored` rows (Sabatelli's datasets score positions for the side to
+move) are encoded with colours swapped and the board flipped, so the side to move always
+plays White's pieces up the board.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+PIECE_VALUES = (1.0, 3.0, 3.0, 5.0, 9.0, 10.0)
+"""Sabatelli's algebraic input: P N B R Q K; Black's pieces negative."""
+PIECE_LIST_SLOTS = (8, 2, 2, 2, 1, 1)
+"""Hui's piece list: slots per piece type and colour (extra promoted pieces are dropped)."""
+
+
+@dataclass
+class Batch:
+    """A batch on the device: what every encoder reads."""
+
+    planes: torch.Tensor  # (B, 96) uint8
+    white_to_move: torch.Tensor  # (B,) bool
+    castling: torch.Tensor  # (B,) uint8, bits K=1 Q=2 k=4 q=8
+    mirrored: torch.Tensor  # (B,) bool
+    target: torch.Tensor | None = None
+
+    def to(self, device) -> Batch:
+        return Batch(*(t.to(device, non_blocking=True) if t is not None else None
+                       for t in (self.planes, self.white_to_move, self.castling, self.mirrored, self.target)))
+
+
+_SHIFTS = torch.arange(8, dtype=torch.uint8)
+
+
+def unpack(planes: torch.Tensor) -> torch.Tensor:
+    """(B, 96) uint8 -> (B, 12, 64) float: bit b of byte j of plane i is square 8j + b."""
+    bits = (planes.unsqueeze(-1) >> _SHIFTS.to(planes.device)) & 1
+    return bits.reshape(planes.shape[0], 12, 64).float()
+
+
+def oriented(batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Board (B, 12, 8, 8) [rank, file], castling bits and White-to-move, with mirrored rows
+    swapped to the other colour and flipped vertically."""
+    board = unpack(batch.planes).reshape(-1, 12, 8, 8)
+    castling = batch.castling.long()
+    stm = batch.white_to_move
+    m = batch.mirrored
+    if bool(m.any()):
+        flipped = torch.cat([board[:, 6:], board[:, :6]], dim=1).flip(2)
+        board = torch.where(m[:, None, None, None], flipped, board)
+        swapped = ((castling & 3) << 2) | ((castling >> 2) & 3)
+        castling = torch.where(m, swapped, castling)
+        stm = torch.where(m, ~stm, stm)
+    return board, castling, stm
+
+
+class Encoder:
+    name = ""
+    version = 1
+    shape: tuple[int, ...] = ()
+
+    def __call__(self, batch: Batch) -> torch.Tensor:
+        raise NotImplementedError
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+class Bitmap768(Encoder):
+    """12 x 64 piece bits (Sabatelli's bitmap input)."""
+
+    name, shape = "bitmap768", (12, 8, 8)
+
+    def __call__(self, batch):
+        return oriented(batch)[0]
+
+
+class Bitmap773(Encoder):
+    """768 piece bits + side to move + 4 castling rights (DeepChess)."""
+
+    name, shape = "bitmap773", (773,)
+
+    def __call__(self, batch):
+        board, castling, stm = oriented(batch)
+        bits = ((castling[:, None] >> torch.arange(4, device=castling.device)) & 1).float()
+        return torch.cat([board.flatten(1), stm.float()[:, None], bits], dim=1)
+
+
+class Algebraic(Encoder):
+    """One 8 x 8 plane of piece values: +1 3 3 5 9 10 for White (the side to move when
+    mirrored), negative for Black (Sabatelli's algebraic input)."""
+
+    name, shape = "algebraic", (1, 8, 8)
+
+    def __call__(self, batch):
+        board = oriented(batch)[0]
+        v = torch.tensor(PIECE_VALUES + tuple(-x for x in PIECE_VALUES), device=board.device)
+        return (board * v[None, :, None, None]).sum(1, keepdim=True)
+
+
+class Mailbox64(Encoder):
+    """64 squares, each the signed piece type (1..6 White, -1..-6 Black, 0 empty), scaled by 1/6."""
+
+    name, shape = "mailbox64", (64,)
+
+    def __call__(self, batch):
+        board = oriented(batch)[0].flatten(2)  # (B, 12, 64)
+        codes = torch.tensor([1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6], dtype=torch.float32, device=board.device)
+        return (board * codes[None, :, None]).sum(1) / 6.0
+
+
+class PieceList(Encoder):
+    """Hui's piece-list coordinates: for each colour and piece type a fixed number of slots
+    (8 pawns, 2 knights, 2 bishops, 2 rooks, a queen, a king), each (present, file/7, rank/7),
+    pieces in square order; 32 slots, 96 numbers."""
+
+    name, shape = "piece_list", (96,)
+
+    def __call__(self, batch):
+        board = oriented(batch)[0].flatten(2)  # (B, 12, 64)
+        squares = torch.arange(64, device=board.device, dtype=torch.float32)
+        out = []
+        for plane in range(12):
+            slots = PIECE_LIST_SLOTS[plane % 6]
+            present = board[:, plane]
+            # Occupied squares first, in square order: sort key = square, or 64 + square if empty.
+            key = squares[None, :] + 64 * (1 - present)
+            order = key.argsort(dim=1)[:, :slots]
+            has = present.gather(1, order)
+            triple = torch.stack([has, has * (order % 8).float() / 7, has * (order // 8).float() / 7], dim=2)
+            out.append(triple.flatten(1))  # (B, slots * 3)
+        return torch.cat(out, dim=1)
+
+
+ENCODERS: dict[str, Encoder] = {e.name: e for e in (Bitmap768(), Bitmap773(), Algebraic(), Mailbox64(), PieceList())}
+
+
+def get_encoder(name: str) -> Encoder:
+    try:
+        return ENCODERS[name]
+    except KeyError:
+        raise KeyError(f"no encoder {name!r}; known: {', '.join(ENCODERS)}") from None
+
+
+# Bitboard arithmetic on int64 tensors (bit k = square k), for the feature encoder. -------
+
+def _i64(x: int) -> int:
+    """A 64-bit pattern as a signed int64 value."""
+    x &= (1 << 64) - 1
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+_FILE_A = 0x0101010101010101
+_NOT_A, _NOT_H = _i64(~_FILE_A), _i64(~(_FILE_A << 7))
+_NOT_AB, _NOT_GH = _i64(~(_FILE_A | _FILE_A << 1)), _i64(~(_FILE_A << 6 | _FILE_A << 7))
+_ALL = -1
+_RMASK = [_i64((1 << (64 - n)) - 1) if n else -1 for n in range(64)]
+_DIRECTIONS = {  # shift, mask of squares a step may land on
+    "n": (8, _ALL), "s": (-8, _ALL), "e": (1, _NOT_A), "w": (-1, _NOT_H),
+    "ne": (9, _NOT_A), "nw": (7, _NOT_H), "se": (-7, _NOT_A), "sw": (-9, _NOT_H),
+}
+_ORTHOGONAL, _DIAGONAL = ("n", "s", "e", "w"), ("ne", "nw", "se", "sw")
+_POW2 = [_i64(1 << k) for k in range(64)]
+
+
+def _shift(b: torch.Tensor, n: int) -> torch.Tensor:
+    return b << n if n > 0 else (b >> -n) & _RMASK[-n]  # logical right shift
+
+
+def _ray(gen: torch.Tensor, empty: torch.Tensor, direction: str) -> torch.Tensor:
+    """Kogge-Stone: squares attacked along one direction by the pieces in gen."""
+    n, m = _DIRECTIONS[direction]
+    pro = empty & m
+    gen = gen | (pro & _shift(gen, n))
+    pro = pro & _shift(pro, n)
+    gen = gen | (pro & _shift(gen, 2 * n))
+    pro = pro & _shift(pro, 2 * n)
+    gen = gen | (pro & _shift(gen, 4 * n))
+    return _shift(gen, n) & m
+
+
+def _knight(b):
+    l1, l2 = (b >> 1) & _RMASK[1] & _NOT_H, (b >> 2) & _RMASK[2] & _NOT_GH
+    r1, r2 = (b << 1) & _NOT_A, (b << 2) & _NOT_AB
+    h1, h2 = l1 | r1, l2 | r2
+    return (h1 << 16) | _shift(h1, -16) | (h2 << 8) | _shift(h2, -8)
+
+
+def _king(b):
+    a = ((b << 1) & _NOT_A) | (_shift(b, -1) & _NOT_H)
+    c = b | a
+    return a | (c << 8) | _shift(c, -8)
+
+
+def _pawn_attacks(b, white: bool):
+    if white:
+        return ((b << 9) & _NOT_A) | ((b << 7) & _NOT_H)
+    return (_shift(b, -7) & _NOT_A) | (_shift(b, -9) & _NOT_H)
+
+
+def _popcount(b: torch.Tensor) -> torch.Tensor:
+    shifts = torch.arange(64, device=b.device)
+    return ((b.unsqueeze(-1) >> shifts) & 1).sum(-1)
+
+
+def _union(bb: torch.Tensor, planes) -> torch.Tensor:
+    out = torch.zeros_like(bb[:, 0])
+    for i in planes:
+        out = out | bb[:, i]
+    return out
+
+
+def bitboards(board: torch.Tensor) -> torch.Tensor:
+    """(B, 12, 8, 8) 0/1 board -> (B, 12) int64 bitboards."""
+    pow2 = torch.tensor(_POW2, dtype=torch.int64, device=board.device)
+    return (board.flatten(2).long() * pow2).sum(-1)
+
+
+CENTRE = (26, 27, 28, 34, 35, 36)  # c4 d4 e4 c5 d5 e5
+F2, F7 = 13, 53
+ATTACKER_WEIGHTS = (1, 3, 3, 5, 9, 10)
+
+
+def attackers_to(bb: torch.Tensor, square: int, white: bool) -> list[torch.Tensor]:
+    """Bitboards of the pieces of one colour (P N B R Q K) attacking a square."""
+    o = 0 if white else 6
+    occ = _union(bb, range(12))
+    target = torch.full_like(occ, _POW2[square])
+    empty = ~occ
+    diag = torch.zeros_like(occ)
+    orth = torch.zeros_like(occ)
+    for d in _DIAGONAL:
+        diag = diag | _ray(target, empty, d)
+    for d in _ORTHOGONAL:
+        orth = orth | _ray(target, empty, d)
+    return [
+        _pawn_attacks(target, not white) & bb[:, o],
+        _knight(target) & bb[:, o + 1],
+        diag & bb[:, o + 2],
+        orth & bb[:, o + 3],
+        (diag | orth) & bb[:, o + 4],
+        _king(target) & bb[:, o + 5],
+    ]
+
+
+def attacks_of(bb: torch.Tensor, white: bool) -> torch.Tensor:
+    """Every square one colour attacks."""
+    o = 0 if white else 6
+    empty = ~_union(bb, range(12))
+    a = _pawn_attacks(bb[:, o], white) | _knight(bb[:, o + 1]) | _king(bb[:, o + 5])
+    for d in _DIAGONAL:
+        a = a | _ray(bb[:, o + 2] | bb[:, o + 4], empty, d)
+    for d in _ORTHOGONAL:
+        a = a | _ray(bb[:, o + 3] | bb[:, o + 4], empty, d)
+    return a
+
+
+def pinned(bb: torch.Tensor, white: bool) -> torch.Tensor:
+    """Pieces of one colour pinned to their own king by an enemy slider."""
+    o, e = (0, 6) if white else (6, 0)
+    occ = _union(bb, range(12))
+    own = _union(bb, range(o, o + 6))
+    king = bb[:, o + 5]
+    out = torch.zeros_like(occ)
+    for dirs, sliders in ((_DIAGONAL, bb[:, e + 2] | bb[:, e + 4]), (_ORTHOGONAL, bb[:, e + 3] | bb[:, e + 4])):
+        for d in dirs:
+            first = _ray(king, ~occ, d)
+            blocker = first & own
+            xray = _ray(king, ~(occ ^ blocker), d)
+            hit = (xray & ~first & sliders) != 0
+            out = out | torch.where(hit, blocker, torch.zeros_like(blocker))
+    return out
+
+
+class Features(Encoder):
+    """Sabatelli's feature input as 16 planes: the 12 piece planes; whether the side to move is
+    in check (a constant plane); pinned pieces of both sides; control of c4 c5 d4 d5 e4 e5
+    (White's attackers minus Black's, / 4, on those squares); attacks on f2 and f7 weighted by
+    attacker strength (P 1, N 3, B 3, R 5, Q 9, K 10; Black's attackers of f2 negative, White's
+    of f7 positive, / 10). Computed with bitboard arithmetic on the device. Our reading of the
+    thesis's description; its exact scaling is not published."""
+
+    name, shape = "features", (16, 8, 8)
+
+    def __call__(self, batch):
+        board, _, stm = oriented(batch)
+        bb = bitboards(board)
+        b = board.shape[0]
+        white_king_attacked = (attacks_of(bb, False) & bb[:, 5]) != 0
+        black_king_attacked = (attacks_of(bb, True) & bb[:, 11]) != 0
+        check = torch.where(stm, white_king_attacked, black_king_attacked).float()
+        pins = pinned(bb, True) | pinned(bb, False)
+        pin_plane = ((pins.unsqueeze(-1) >> torch.arange(64, device=bb.device)) & 1).float()
+        extra = torch.zeros(b, 2, 64, device=board.device)
+        for sq in CENTRE:
+            w = sum(_popcount(a) for a in attackers_to(bb, sq, True))
+            k = sum(_popcount(a) for a in attackers_to(bb, sq, False))
+            extra[:, 0, sq] = (w - k).float() / 4
+        for sq, white, sign in ((F2, False, -1.0), (F7, True, 1.0)):
+            weighted = sum(wt * _popcount(a) for wt, a in zip(ATTACKER_WEIGHTS, attackers_to(bb, sq, white)))
+            extra[:, 1, sq] = sign * weighted.float() / 10
+        planes = torch.cat([board.flatten(2), check[:, None, None].expand(b, 1, 64), pin_plane[:, None], extra], 1)
+        return planes.reshape(b, 16, 8, 8)
+
+
+ENCODERS[Features.name] = Features()
