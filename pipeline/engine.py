@@ -24,7 +24,10 @@ LIMIT_KINDS = ("depth", "nodes", "static")
 MATE_SCORE = 32000
 """A mate in n plies scores +/-(MATE_SCORE - n) in `score`, as Stockfish orders them."""
 STOP_GRACE_S = 2.0
-POLL_S = 0.002
+POLL_S = 0.004
+SLEEP_DIV = 2
+"""With every engine's queue full, the driver sleeps min(POLL_S, mean search time / SLEEP_DIV)
+between reads: fewer wake-ups, and the engines still never run dry (two searches queued)."""
 HANDSHAKE_TIMEOUT_S = 30.0
 
 
@@ -352,10 +355,10 @@ class _Slot:
 class EnginePool:
     """`workers` engine processes labelling a stream of Jobs; use as a context manager.
 
-    Each engine always holds the next position's commands in its input (`pipeline` jobs in
+    Each engine always holds the next positions' commands in its input (`pipeline` jobs in
     flight), so it starts the next search the moment it prints `bestmove` and never waits
     for this process; that lets the driver read engine output in batches (a wake-up per
-    few lines, not per line), which matters when the engines use every core. Stockfish
+    search or two, not per line), which matters when the engines use every core. Stockfish
     queues a `position` + `go` sent during a search until the search ends.
 
     Work is handed out in batches of consecutive jobs, so each engine sees runs of related
@@ -366,7 +369,7 @@ class EnginePool:
 
     def __init__(self, path: str, workers: int = 0, threads: int = 1, hash_mb: int = 16,
                  timeout_s: float = 60.0, retries: int = 2, clear_hash: bool = False, batch: int = 16,
-                 pipeline: int = 2):
+                 pipeline: int = 3):
         self.path = path
         self.workers = workers or os.cpu_count() or 1
         self.threads = threads
@@ -468,7 +471,7 @@ class EnginePool:
             if ready and all(len(s.inflight) >= self.pipeline for s in self.slots if s.inflight):
                 # Every engine has its next job queued: let output pile up for a moment
                 # rather than waking for each info line.
-                time.sleep(min(POLL_S, mean_job_s / 4))
+                time.sleep(min(POLL_S, mean_job_s / SLEEP_DIV))
 
     def _send(self, slot: _Slot, data: bytes) -> None:
         try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -89,8 +90,9 @@ class LabelProgress:
 
     @property
     def eta_seconds(self) -> float | None:
+        """None until the total is known (it is counted while labelling starts)."""
         left = self.total - self.done - self.failed
-        return left / self.rate if self.rate > 0 else None
+        return left / self.rate if self.rate > 0 and self.total > 0 else None
 
 
 @dataclass
@@ -319,7 +321,12 @@ def label_store(store: Store, pool: EnginePool, run: LabelRun,
                 consume(pool.run(budget(_jobs(reader)), run.limit), "all")
                 stats.shards_done = [] if stats.stopped_by else held
         else:
-            stats.pending_before = count_pending(con, setting, run)
+            # The total (for the ETA) is counted beside the first shard's query, not before it:
+            # the engines start a fraction of a second sooner.
+            cursor = con.cursor()
+            counter = threading.Thread(target=lambda: setattr(stats, "pending_before",
+                                                              count_pending(cursor, setting, run)), daemon=True)
+            counter.start()
             for shard in run.shards:
                 if stats.stopped_by:
                     break
@@ -332,6 +339,8 @@ def label_store(store: Store, pool: EnginePool, run: LabelRun,
                     consume(pool.run(budget(_jobs(reader)), run.limit), f"{shard:02d}")
                     if not stats.stopped_by:
                         stats.shards_done.append(shard)
+            counter.join()
+            cursor.close()
     stats.seconds = time.monotonic() - start
     stats.engine_restarts = pool.restarts - restarts_before
     stats.parts_written = writer.parts
