@@ -42,7 +42,7 @@ class StockfishResource(dg.ConfigurableResource):
     """Further tries for a position whose engine crashed or hung; then it is recorded as failed."""
     clear_hash: bool = False
     """Send ucinewgame before every position: each label is exactly what a fresh engine says,
-    at about 0.6x the speed. Off by default: positions go to an engine game by game, and the
+    at about 0.65x the speed. Off by default: positions go to an engine game by game, and the
     hash carried from the previous ply is what makes depth-8 labelling fast."""
 
     _pool: EnginePool | None = PrivateAttr(default=None)

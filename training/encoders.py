@@ -211,9 +211,12 @@ def _pawn_attacks(b, white: bool):
     return (_shift(b, -7) & _NOT_A) | (_shift(b, -9) & _NOT_H)
 
 
+_POP8 = torch.tensor([bin(i).count("1") for i in range(256)], dtype=torch.int64)
+
+
 def _popcount(b: torch.Tensor) -> torch.Tensor:
-    shifts = torch.arange(64, device=b.device)
-    return ((b.unsqueeze(-1) >> shifts) & 1).sum(-1)
+    """Bits set in each int64 (a byte table over the 8 bytes)."""
+    return _POP8.to(b.device)[b.contiguous().view(torch.uint8).long()].reshape(*b.shape, 8).sum(-1)
 
 
 def _union(bb: torch.Tensor, planes) -> torch.Tensor:
@@ -223,10 +226,15 @@ def _union(bb: torch.Tensor, planes) -> torch.Tensor:
     return out
 
 
-def bitboards(board: torch.Tensor) -> torch.Tensor:
-    """(B, 12, 8, 8) 0/1 board -> (B, 12) int64 bitboards."""
-    pow2 = torch.tensor(_POW2, dtype=torch.int64, device=board.device)
-    return (board.flatten(2).long() * pow2).sum(-1)
+def oriented_bitboards(batch: Batch) -> torch.Tensor:
+    """(B, 12) int64 bitboards straight from the packed planes (little-endian), mirrored rows
+    with colours swapped and ranks flipped (a byte reversal), as `oriented` does."""
+    p = batch.planes.reshape(-1, 12, 8)  # byte j of a plane is rank j
+    m = batch.mirrored
+    if bool(m.any()):
+        flipped = torch.cat([p[:, 6:], p[:, :6]], dim=1).flip(2)
+        p = torch.where(m[:, None, None], flipped, p)
+    return p.contiguous().view(torch.int64).reshape(-1, 12)
 
 
 CENTRE = (26, 27, 28, 34, 35, 36)  # c4 d4 e4 c5 d5 e5
@@ -234,55 +242,47 @@ F2, F7 = 13, 53
 ATTACKER_WEIGHTS = (1, 3, 3, 5, 9, 10)
 
 
-def attackers_to(bb: torch.Tensor, square: int, white: bool) -> list[torch.Tensor]:
-    """Bitboards of the pieces of one colour (P N B R Q K) attacking a square."""
+def attackers_to(bb: torch.Tensor, squares: tuple[int, ...], white: bool) -> list[torch.Tensor]:
+    """Bitboards (B, len(squares)) of the pieces of one colour (P N B R Q K) attacking each square."""
     o = 0 if white else 6
-    occ = _union(bb, range(12))
-    target = torch.full_like(occ, _POW2[square])
+    occ = _union(bb, range(12))[:, None]
+    target = torch.tensor([_POW2[sq] for sq in squares], dtype=torch.int64, device=bb.device)[None, :]
+    target = target.expand(bb.shape[0], -1)
     empty = ~occ
-    diag = torch.zeros_like(occ)
-    orth = torch.zeros_like(occ)
+    diag = torch.zeros_like(target)
+    orth = torch.zeros_like(target)
     for d in _DIAGONAL:
         diag = diag | _ray(target, empty, d)
     for d in _ORTHOGONAL:
         orth = orth | _ray(target, empty, d)
-    return [
-        _pawn_attacks(target, not white) & bb[:, o],
-        _knight(target) & bb[:, o + 1],
-        diag & bb[:, o + 2],
-        orth & bb[:, o + 3],
-        (diag | orth) & bb[:, o + 4],
-        _king(target) & bb[:, o + 5],
-    ]
+    p = [bb[:, o + i, None] for i in range(6)]
+    return [_pawn_attacks(target, not white) & p[0], _knight(target) & p[1], diag & p[2], orth & p[3],
+            (diag | orth) & p[4], _king(target) & p[5]]
 
 
-def attacks_of(bb: torch.Tensor, white: bool) -> torch.Tensor:
-    """Every square one colour attacks."""
-    o = 0 if white else 6
-    empty = ~_union(bb, range(12))
-    a = _pawn_attacks(bb[:, o], white) | _knight(bb[:, o + 1]) | _king(bb[:, o + 5])
-    for d in _DIAGONAL:
-        a = a | _ray(bb[:, o + 2] | bb[:, o + 4], empty, d)
-    for d in _ORTHOGONAL:
-        a = a | _ray(bb[:, o + 3] | bb[:, o + 4], empty, d)
-    return a
-
-
-def pinned(bb: torch.Tensor, white: bool) -> torch.Tensor:
-    """Pieces of one colour pinned to their own king by an enemy slider."""
-    o, e = (0, 6) if white else (6, 0)
-    occ = _union(bb, range(12))
-    own = _union(bb, range(o, o + 6))
-    king = bb[:, o + 5]
-    out = torch.zeros_like(occ)
-    for dirs, sliders in ((_DIAGONAL, bb[:, e + 2] | bb[:, e + 4]), (_ORTHOGONAL, bb[:, e + 3] | bb[:, e + 4])):
+def king_safety(bb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(in check (B, 2) bool for White and Black, pinned pieces of both colours (B,) bitboard),
+    from rays cast out of both kings at once: a piece of the king's colour first on a ray, with
+    an enemy slider of that ray's kind behind it, is pinned."""
+    occ = _union(bb, range(12))[:, None]
+    own = torch.stack([_union(bb, range(0, 6)), _union(bb, range(6, 12))], dim=1)
+    king = bb[:, [5, 11]]
+    enemy = lambda i: bb[:, [6 + i, i]]  # noqa: E731  (the other colour's plane i, per king)
+    diag_sliders, orth_sliders = enemy(2) | enemy(4), enemy(3) | enemy(4)
+    empty = ~occ
+    pinned = torch.zeros_like(king)
+    attacked = torch.zeros_like(king)
+    for dirs, sliders in ((_DIAGONAL, diag_sliders), (_ORTHOGONAL, orth_sliders)):
         for d in dirs:
-            first = _ray(king, ~occ, d)
+            first = _ray(king, empty, d)
+            attacked = attacked | (first & sliders)
             blocker = first & own
             xray = _ray(king, ~(occ ^ blocker), d)
             hit = (xray & ~first & sliders) != 0
-            out = out | torch.where(hit, blocker, torch.zeros_like(blocker))
-    return out
+            pinned = pinned | torch.where(hit, blocker, torch.zeros_like(blocker))
+    pawns = torch.stack([_pawn_attacks(king[:, 0], True), _pawn_attacks(king[:, 1], False)], dim=1)
+    attacked = attacked | (_knight(king) & enemy(1)) | (pawns & enemy(0)) | (_king(king) & enemy(5))
+    return attacked != 0, pinned[:, 0] | pinned[:, 1]
 
 
 class Features(Encoder):
@@ -297,21 +297,19 @@ class Features(Encoder):
 
     def __call__(self, batch):
         board, _, stm = oriented(batch)
-        bb = bitboards(board)
+        bb = oriented_bitboards(batch)
         b = board.shape[0]
-        white_king_attacked = (attacks_of(bb, False) & bb[:, 5]) != 0
-        black_king_attacked = (attacks_of(bb, True) & bb[:, 11]) != 0
-        check = torch.where(stm, white_king_attacked, black_king_attacked).float()
-        pins = pinned(bb, True) | pinned(bb, False)
+        in_check, pins = king_safety(bb)
+        check = torch.where(stm, in_check[:, 0], in_check[:, 1]).float()
         pin_plane = ((pins.unsqueeze(-1) >> torch.arange(64, device=bb.device)) & 1).float()
         extra = torch.zeros(b, 2, 64, device=board.device)
-        for sq in CENTRE:
-            w = sum(_popcount(a) for a in attackers_to(bb, sq, True))
-            k = sum(_popcount(a) for a in attackers_to(bb, sq, False))
-            extra[:, 0, sq] = (w - k).float() / 4
-        for sq, white, sign in ((F2, False, -1.0), (F7, True, 1.0)):
-            weighted = sum(wt * _popcount(a) for wt, a in zip(ATTACKER_WEIGHTS, attackers_to(bb, sq, white)))
-            extra[:, 1, sq] = sign * weighted.float() / 10
+        squares = CENTRE + (F2, F7)
+        w_counts = [_popcount(a) for a in attackers_to(bb, squares, True)]  # per piece type: (B, 8)
+        k_counts = [_popcount(a) for a in attackers_to(bb, squares, False)]
+        centre = (sum(w_counts) - sum(k_counts))[:, :len(CENTRE)].float() / 4
+        extra[:, 0, list(CENTRE)] = centre
+        extra[:, 1, F2] = -sum(wt * c[:, len(CENTRE)] for wt, c in zip(ATTACKER_WEIGHTS, k_counts)).float() / 10
+        extra[:, 1, F7] = sum(wt * c[:, len(CENTRE) + 1] for wt, c in zip(ATTACKER_WEIGHTS, w_counts)).float() / 10
         planes = torch.cat([board.flatten(2), check[:, None, None].expand(b, 1, 64), pin_plane[:, None], extra], 1)
         return planes.reshape(b, 16, 8, 8)
 

@@ -122,3 +122,10 @@ def test_feature_planes_agree_with_python_chess_on_real_positions(fics_2022):
         assert abs(flat[i, 15, chess.F2].item() - f2) < 1e-6 and abs(flat[i, 15, chess.F7].item() - f7) < 1e-6
     assert pinned_seen > 20
     assert torch.equal(x[:, :12], get_encoder("bitmap768")(batch_of(*boards)))
+
+
+def test_feature_planes_of_a_mirrored_row_are_those_of_the_mirrored_board():
+    b = chess.Board("r3k2r/ppp2ppp/2n5/1B1pp3/3P4/2N5/PPP2PPP/R3K2R b KQkq - 0 1")  # Black to move
+    mirrored = get_encoder("features")(batch_of(b, mirrored=[True]))
+    direct = get_encoder("features")(batch_of(b.mirror()))
+    assert torch.equal(mirrored, direct)
