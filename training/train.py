@@ -21,11 +21,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import torch
 from torch import nn
 
 from pipeline.datasets import DATASETS, SPLITS, dataset_dir
-from pipeline.store import atomic_path
+from pipeline.store import Store, atomic_path
 from training.data import LoaderConfig, ParquetBatches
 from training.encoders import get_encoder
 from training.models import PRESETS, build_model
@@ -94,8 +95,6 @@ def _device(name: str) -> torch.device:
 
 def lineage(store: Path, dataset: str) -> dict:
     """What the model was trained on: each split file with its size, rows and mtime."""
-    import pyarrow.parquet as pq
-
     out = {}
     for s in SPLITS:
         p = dataset_dir_path(store, dataset) / f"{s}.parquet"
@@ -105,8 +104,6 @@ def lineage(store: Path, dataset: str) -> dict:
 
 
 def dataset_dir_path(store: Path, dataset: str) -> Path:
-    from pipeline.store import Store
-
     return dataset_dir(Store(Path(store)), dataset)
 
 
