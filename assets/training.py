@@ -84,7 +84,8 @@ def train_config(name: str, run: TrainRunConfig, store_root: str, out: str) -> T
                        seed=run.seed, device=run.device, out=out, **p)
 
 
-def metric_rows(name: str, dataset: str, r: TrainResult) -> list[tuple[str, str, float]]:
+def metric_rows(r: TrainResult) -> list[tuple[str, str, float]]:
+    """(split, metric, value) rows of a run: every numeric test figure, the last losses, the speed."""
     rows = []
     for key, value in r.test.items():
         if isinstance(value, (int, float)):
@@ -110,7 +111,7 @@ def model_asset(name: str) -> dg.AssetsDefinition:
         start = time.monotonic()
         result = train(cfg, log=context.log.info)
         made = datetime.now(timezone.utc)
-        rows = metric_rows(name, m.dataset, result)
+        rows = metric_rows(result)
         table = pa.table({
             "model": [name] * len(rows), "dataset": [m.dataset] * len(rows), "split": [r[0] for r in rows],
             "metric": [r[1] for r in rows], "value": [r[2] for r in rows],

@@ -173,6 +173,3 @@ def split_overlap(store: Store, name: str) -> dict:
                 {a: files[a], b: files[b]}).fetchall()[0][0]
     return out
 
-
-def read_split(store: Store, name: str, split: str) -> pa.Table:
-    return pq.read_table(dataset_dir(store, name) / f"{split}.parquet")

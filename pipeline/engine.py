@@ -248,15 +248,6 @@ class UciEngine:
             if ready and not self.read_available():
                 raise EngineError(f"{self.path} exited ({self.exit_description()}) before {token.decode()!r}")
 
-    def evaluate(self, fen: str, limit: Limit, clear_hash: bool = False, timeout: float = 60.0) -> dict:
-        """One blocking evaluation (side-to-move POV fields of the last info line, or `static`)."""
-        self.send(_position_commands(fen, limit, clear_hash))
-        final = b"readyok" if limit.kind == "static" else b"bestmove"
-        state = _SearchState()
-        for line in self.lines_until(final, timeout):
-            state.feed(line)
-        return state.result()
-
     def close(self) -> None:
         if self.proc is None:
             return

@@ -6,6 +6,7 @@ import io
 from collections.abc import Sequence
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -14,8 +15,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 def histogram_png(values: Sequence[float], title: str, xlabel: str, bins: int = 80,
                   clip: tuple[float, float] | None = None) -> bytes:
     """A histogram as PNG bytes; values outside `clip` are piled into the end bins."""
-    import numpy as np
-
     v = np.asarray(values, dtype=float)
     if clip is not None:
         v = np.clip(v, *clip)
@@ -29,8 +28,6 @@ def histogram_png(values: Sequence[float], title: str, xlabel: str, bins: int = 
 
 def class_bars_png(histograms: dict[str, dict[int, int]], classes: int, title: str) -> bytes:
     """Share of rows per class, one group of bars per split."""
-    import numpy as np
-
     fig, ax = plt.subplots(figsize=(6.4, 3.2), dpi=90)
     names = [s for s in ("train", "val", "test") if s in histograms]
     width = 0.8 / max(1, len(names))
@@ -77,8 +74,6 @@ def learning_curves_png(history: list[dict], title: str) -> bytes:
 
 def confusion_png(matrix: list[list[int]], title: str) -> bytes:
     """A confusion matrix (rows: true class, columns: predicted), shaded by row share."""
-    import numpy as np
-
     m = np.asarray(matrix, dtype=float)
     share = m / np.maximum(m.sum(1, keepdims=True), 1)
     n = len(m)

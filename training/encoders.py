@@ -71,13 +71,6 @@ class Encoder:
     def __call__(self, batch: Batch) -> torch.Tensor:
         raise NotImplementedError
 
-    @property
-    def size(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
 
 class Bitmap768(Encoder):
     """12 x 64 piece bits (Sabatelli's bitmap input)."""

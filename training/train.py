@@ -93,18 +93,14 @@ def _device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def lineage(store: Path, dataset: str) -> dict:
-    """What the model was trained on: each split file with its size, rows and mtime."""
+def lineage(folder: Path) -> dict:
+    """What a model is trained on: each split file of a dataset folder with its size, rows and mtime."""
     out = {}
     for s in SPLITS:
-        p = dataset_dir_path(store, dataset) / f"{s}.parquet"
+        p = folder / f"{s}.parquet"
         st = p.stat()
         out[s] = {"path": str(p), "rows": pq.read_metadata(p).num_rows, "bytes": st.st_size, "mtime": st.st_mtime}
     return out
-
-
-def dataset_dir_path(store: Path, dataset: str) -> Path:
-    return dataset_dir(Store(Path(store)), dataset)
 
 
 def _same_run(a: dict, b: dict) -> bool:
@@ -177,10 +173,11 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
     device = _device(cfg.device)
     torch.set_num_threads(cfg.threads or os.cpu_count() or 1)
     store = Path(cfg.store)
-    folder = dataset_dir_path(store, cfg.dataset)
+    folder = dataset_dir(Store(store), cfg.dataset)
     if not (folder / "train.parquet").exists():
         raise FileNotFoundError(f"{folder}/train.parquet not found: materialise the dataset first "
                                 f"(chess-pipeline datasets {cfg.dataset})")
+    source = {"name": cfg.dataset, "splits": lineage(folder)}  # the files this run reads, once
     loader = LoaderConfig(batch_size=cfg.batch_size, shuffle_buffer=cfg.shuffle_buffer)
     evaluation = LoaderConfig(batch_size=4096, shuffle=False)
     train_b = ParquetBatches(folder / "train.parquet", loader, seed=cfg.seed, limit=cfg.max_train_rows)
@@ -259,8 +256,8 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
         else:
             bad += 1
         stopped_early = bad >= cfg.patience
-        _save(ckpt_path, model, opt, config, encoder, store, cfg.dataset, epoch, history, best_loss, best_state,
-              bad, stopped_early)
+        _save(ckpt_path, model, opt, config, encoder, source, epoch, history, best_loss, best_state, bad,
+              stopped_early)
         result.epochs_run += 1
         if stopped_early:
             log(f"early stop: no better validation loss for {cfg.patience} epochs")
@@ -276,12 +273,12 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
     return result
 
 
-def _save(path: Path, model, opt, config, encoder, store, dataset, epoch, history, best_loss, best_state, bad,
+def _save(path: Path, model, opt, config, encoder, source, epoch, history, best_loss, best_state, bad,
           stopped_early) -> None:
     state = {
         "model": model.state_dict(), "optimizer": opt.state_dict(), "config": config,
         "encoder": {"name": encoder.name, "version": encoder.version},
-        "dataset": {"name": dataset, "splits": lineage(store, dataset)},
+        "dataset": source,
         "epoch": epoch, "history": history, "best_val_loss": best_loss, "best_model": best_state,
         "bad_epochs": bad, "stopped_early": stopped_early,
     }

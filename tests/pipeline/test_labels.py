@@ -12,14 +12,13 @@ import chess
 import chess.pgn
 import pytest
 
-from pipeline.archive import iter_raw_games
 from pipeline.duck import memory_connection
 from pipeline.encoding import fen_from_row
 from pipeline.engine import EnginePool, Limit
 from pipeline.ingest import IngestConfig, ingest_archive
 from pipeline.labels import SHARDS, LabelRun, Setting, coverage, integrity, label_store
 from pipeline.store import Store
-from tests.stores import add_pgn
+from tests.stores import add_pgn, first_games
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -132,24 +131,13 @@ def test_failures_are_recorded_with_reasons_and_retried_only_when_asked(store, t
     assert (cov["labelled"], cov["failed"]) == (cov["distinct_positions"] - 1, 1)
 
 
-def _real_archive(tmp_path, source, games):
-    """The first games of a real archive as a plain PGN file."""
-    out = tmp_path / "real.pgn"
-    with open(out, "w") as f:
-        for i, g in enumerate(iter_raw_games(source)):
-            if i == games:
-                break
-            f.write(g.text + "\n\n")
-    return out
-
-
 LABEL_SCRIPT = """
 import json, sys
 from pathlib import Path
 from pipeline.engine import EnginePool, find_stockfish
 from pipeline.labels import LabelRun, label_store
 from pipeline.store import Store
-from tests.stores import add_pgn
+from tests.stores import add_pgn, first_games
 with EnginePool(find_stockfish(), workers=1) as pool:
     s = label_store(Store(Path(sys.argv[1])), pool, LabelRun(flush_positions=int(sys.argv[2])))
 print(json.dumps({"labelled": s.labelled, "done": s.shards_done, "busy": s.shards_busy}))
@@ -162,7 +150,8 @@ def _spawn(store, flush):
 
 
 def test_killed_run_resumes_without_duplicates_or_losses(store, tmp_path, stockfish, fics_search):
-    path = _real_archive(tmp_path, fics_search, 12)
+    path = tmp_path / "real.pgn"
+    first_games(fics_search, 12, path)
     key = store.add_archive(path)
     ingest_archive(store, key, path, IngestConfig(workers=1))
     proc = _spawn(store, 40)
@@ -185,7 +174,8 @@ def test_killed_run_resumes_without_duplicates_or_losses(store, tmp_path, stockf
 
 
 def test_concurrent_runs_split_the_shards_between_them(store, tmp_path, fics_search):
-    path = _real_archive(tmp_path, fics_search, 12)
+    path = tmp_path / "real.pgn"
+    first_games(fics_search, 12, path)
     key = store.add_archive(path)
     ingest_archive(store, key, path, IngestConfig(workers=1))
     a, b = _spawn(store, 1000), _spawn(store, 1000)
