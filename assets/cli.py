@@ -212,6 +212,8 @@ def cmd_demo(args) -> None:
     # The sample is small: a fifth of its games each for val and test, so neither is empty.
     cmd_datasets(argparse.Namespace(home=str(store.root), names=[], seed=None, val_fraction=0.2, test_fraction=0.2))
     cmd_train(argparse.Namespace(home=str(store.root), models=[], profile="quick", epochs=0, device="auto"))
+    cmd_evaluate(argparse.Namespace(home=str(store.root), models=["mlp_bitmap_3class"], suites=None, quick=True,
+                                    depths=None, openings=None))
     print(f"store: {store.root}")
     _print_table(duck.query(store, "SELECT * FROM archive_summary"), "table")
     print(f"query it: chess-pipeline sql \"SELECT source, count(*) FROM games GROUP BY source\"  "
@@ -312,6 +314,57 @@ def cmd_train(args) -> None:
     duck.create_views(store)
 
 
+QUICK_EVALUATION = {
+    "suites": {"depths": [1], "max_positions": 100, "kaufman_depth": 12},
+    "matches": {"openings": 4, "stockfish_skills": [0], "movetime": 0.0, "endgames": 2, "endgame_max_plies": 60},
+    "head_to_head": {"openings": 4},
+}
+"""--quick: a few minutes a model (fewer positions, openings, opponents), for a first look."""
+
+
+def cmd_evaluate(args) -> None:
+    from assets.evaluation import HEAD_TO_HEAD_MODELS, evaluation_assets
+    from assets.training import MODELS
+
+    store = _store(args)
+    instance = _instance(store)
+    trained = [m for m in MODELS if instance.get_latest_materialization_event(dg.AssetKey(m)) is not None]
+    names = args.models or trained
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        raise SystemExit(f"chess-pipeline evaluate: no model {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    untrained = [n for n in names if n not in trained]
+    if untrained or not names:
+        raise SystemExit(f"chess-pipeline evaluate: not trained yet: {', '.join(untrained) or 'any model'} "
+                         f"(chess-pipeline train ...)")
+    quick = QUICK_EVALUATION if args.quick else {"suites": {}, "matches": {}, "head_to_head": {}}
+    suites = dict(quick["suites"], **({"suites_dir": str(Path(args.suites).resolve())} if args.suites else {}))
+    matches, head = dict(quick["matches"]), dict(quick["head_to_head"])
+    if args.depths:
+        suites["depths"] = args.depths
+    if args.openings:
+        matches["openings"] = head["openings"] = args.openings
+        matches["time_openings"] = min(args.openings, 10)
+    ops = {}
+    for m in names:
+        ops[f"eval_suites_{m}"] = {"config": suites}
+        ops[f"eval_matches_{m}"] = {"config": matches}
+    selection = [*ops, "elo_ratings", *(f"eval_report_{m}" for m in names)]
+    if all(m in names for m in HEAD_TO_HEAD_MODELS):
+        selection.append("eval_head_to_head")
+        ops["eval_head_to_head"] = {"config": head}
+    result = dg.materialize(evaluation_assets, selection=selection, instance=instance, resources=_resources(store),
+                            run_config={"ops": ops, **QUIET}, raise_on_error=False)
+    if not result.success:
+        raise SystemExit(f"chess-pipeline: evaluation failed: {failure_message(result)}")
+    duck.create_views(store)
+    rows = duck.query(store, "SELECT model, suite, metric, round(value, 4) AS value, n FROM evaluation_results "
+                             "WHERE model IN (SELECT unnest($models)) AND suite NOT LIKE '%/%' "
+                             "ORDER BY model, suite, metric", params={"models": names})
+    _print_table(rows, "table")
+    print(f"reports: {store.root / 'reports' / 'evaluation'}")
+
+
 def cmd_sql(args) -> None:
     store = _store(args)
     try:
@@ -386,8 +439,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--device", default="auto", help="auto, cpu or cuda")
     s.set_defaults(func=cmd_train)
 
+    s = sub.add_parser("evaluate", help="test suites, matches and Elo of trained models (default: all trained)")
+    s.add_argument("models", nargs="*", help="model assets to evaluate (default: every trained one)")
+    s.add_argument("--suites", help="folder of .epd suites (default: $CHESS_PIPELINE_SUITES, else <home>/suites)")
+    s.add_argument("--quick", action="store_true",
+                   help="a first look: 100 positions a suite at 1 ply, 4 openings, fewer opponents")
+    s.add_argument("--depths", type=int, nargs="+", help="search depths for the suites (default: 1 2)")
+    s.add_argument("--openings", type=int, help="openings per match, each played with both colours (default: 20)")
+    s.set_defaults(func=cmd_evaluate)
+
     s = sub.add_parser("sql", help="run SQL over the store (views: games, rejected_games, positions, archive_summary, "
-                                   "labels, best_labels, labelled_positions, label_failures, datasets, model_metrics)")
+                                   "labels, best_labels, labelled_positions, label_failures, datasets, model_metrics, "
+                                   "evaluation_results, match_games)")
     s.add_argument("query")
     s.add_argument("--format", choices=("table", "csv", "json"), default="table")
     s.set_defaults(func=cmd_sql)

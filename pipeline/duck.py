@@ -14,7 +14,7 @@ from pipeline.store import Store, atomic_path
 
 VIEW_ORDER = ("macros", "games", "rejected_games", "positions", "archives", "distinct_positions",
               "labels", "label_failures", "best_labels", "labelled_positions", "label_macros", "datasets",
-              "model_metrics")
+              "model_metrics", "evaluation_results")
 SCHEMA_FILE = "_schema.parquet"
 _PLACEHOLDER = re.compile(r"\{\{parquet:([a-z_]+)\}\}")
 
@@ -39,9 +39,17 @@ def table_schemas() -> dict[str, pa.Schema]:
     metrics = pa.schema([("model", pa.string()), ("dataset", pa.string()), ("split", pa.string()),
                          ("metric", pa.string()), ("value", pa.float64()), ("run_id", pa.string()),
                          ("materialised_at", pa.timestamp("us", tz="UTC"))])
+    made = ("materialised_at", pa.timestamp("us", tz="UTC"))
+    results = pa.schema([("model", pa.string()), ("suite", pa.string()), ("metric", pa.string()),
+                         ("value", pa.float64()), ("n", pa.int64()), ("detail", pa.string()),
+                         ("asset", pa.string()), ("run_id", pa.string()), made])
+    games = pa.schema([("asset", pa.string()), ("match", pa.string()), ("white", pa.string()),
+                       ("black", pa.string()), ("result", pa.string()), ("termination", pa.string()),
+                       ("plies", pa.int32()), ("opening", pa.string()), ("round", pa.string()),
+                       ("pgn_path", pa.string()), ("run_id", pa.string()), made])
     return {"games": GAMES_SCHEMA, "rejected_games": REJECTED_SCHEMA, "positions": POSITIONS_SCHEMA,
             "labels": LABELS_SCHEMA, "label_failures": FAILURES_SCHEMA, "datasets": DATASETS_SCHEMA,
-            "model_metrics": metrics}
+            "model_metrics": metrics, "evaluation_results": results, "match_games": games}
 
 
 def ensure_schema_files(store: Store) -> None:

@@ -88,3 +88,51 @@ def confusion_png(matrix: list[list[int]], title: str) -> bytes:
     ax.set_ylabel("true")
     ax.set_title(title)
     return _png(fig)
+
+
+def kaufman_png(deltas, title: str) -> bytes:
+    """Per Kaufman position: the engine's score after the suite's move and after the move
+    played (mover's view, pawns), and the delta between them."""
+    fig, ax = plt.subplots(figsize=(8.0, 3.4), dpi=90)
+    x = np.arange(len(deltas))
+    ax.bar(x - 0.2, [d.eval_reference / 100 for d in deltas], 0.4, label="after the suite's move", color="#3b6ea5")
+    ax.bar(x + 0.2, [d.eval_move / 100 for d in deltas], 0.4, label="after the move played", color="#d08c30")
+    ax.set_xticks(x, [str(i + 1) for i in x])
+    ax.set_xlabel("position")
+    ax.set_ylabel("pawns (mover's view)")
+    mean = sum(d.delta for d in deltas) / max(1, len(deltas)) / 100
+    ax.set_title(f"{title}\naverage delta {mean:.2f} pawns")
+    ax.axhline(0, color="black", linewidth=0.5)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def sts_themes_png(themes_by_depth: dict[int, dict[str, list[int]]], title: str) -> bytes:
+    """STS share of points per theme, one bar per search depth."""
+    names = sorted({t for themes in themes_by_depth.values() for t in themes})
+    fig, ax = plt.subplots(figsize=(8.0, 4.0), dpi=90)
+    depths = sorted(themes_by_depth)
+    width = 0.8 / max(1, len(depths))
+    y = np.arange(len(names))
+    for i, d in enumerate(depths):
+        t = themes_by_depth[d]
+        share = [100 * t[n][0] / t[n][1] if n in t and t[n][1] else 0 for n in names]
+        ax.barh(y + i * width, share, width, label="1-ply" if d == 1 else f"depth {d}")
+    ax.set_yticks(y + width * (len(depths) - 1) / 2, [n[:40] for n in names], fontsize=7)
+    ax.set_xlabel("% of points")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def elo_png(fit, title: str) -> bytes:
+    """Ratings with 95% error bars, best first."""
+    order = sorted(fit.ratings, key=lambda p: fit.ratings[p])
+    fig, ax = plt.subplots(figsize=(8.0, 0.3 * len(order) + 1.2), dpi=90)
+    y = np.arange(len(order))
+    ax.errorbar([fit.ratings[p] for p in order], y, xerr=[fit.errors[p] for p in order], fmt="o", capsize=3)
+    ax.set_yticks(y, [p[:48] for p in order], fontsize=7)
+    ax.set_xlabel(f"Elo (anchor: {fit.anchor} = 0)")
+    ax.set_title(title)
+    ax.grid(axis="x", alpha=0.3)
+    return _png(fig)

@@ -49,6 +49,14 @@ def test_demo_makes_a_selfplay_archive_and_runs_the_graph(home, capsys, stockfis
     with duckdb.connect(str(home / "chess.duckdb"), read_only=True) as con:
         assert con.sql("SELECT count(*) FROM model_metrics WHERE model = 'mlp_bitmap_3class' "
                        "AND metric = 'accuracy' AND split = 'test'").fetchall()[0][0] == 1
+    # ... and evaluated it: matches (the quick run's 4 openings, both colours: 8 games each) and Elo.
+    with duckdb.connect(str(home / "chess.duckdb"), read_only=True) as con:
+        scores = dict(con.sql("SELECT suite, n FROM evaluation_results WHERE model = 'mlp_bitmap_3class' "
+                              "AND metric = 'score'").fetchall())
+        assert scores["random"] == 8 and scores["stockfish skill 0 depth 6"] == 8
+        assert con.sql("SELECT count(*) FROM match_games WHERE white LIKE 'mlp_bitmap_3class%' "
+                       "OR black LIKE 'mlp_bitmap_3class%'").fetchall()[0][0] >= 24
+    assert (home / "reports" / "evaluation" / "mlp_bitmap_3class.md").exists()
     # The runs are in the persistent instance, so the UI shows them.
     import dagster as dg
 

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 from torch import nn
@@ -103,6 +104,13 @@ def lineage(folder: Path) -> dict:
     return out
 
 
+def _pov(train: Path) -> str:
+    """'side_to_move' when the rows mirror Black-to-move positions (Sabatelli's datasets), else 'white'."""
+    if "mirrored" not in pq.read_schema(train).names:
+        return "white"
+    return "side_to_move" if pc.any(pq.read_table(train, columns=["mirrored"])["mirrored"]).as_py() else "white"
+
+
 def _same_run(a: dict, b: dict) -> bool:
     """Whether a checkpoint's config continues this one (only the stopping rules may differ)."""
     loose = {"epochs", "patience", "max_minutes", "device", "threads", "out", "amp"}
@@ -177,7 +185,8 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
     if not (folder / "train.parquet").exists():
         raise FileNotFoundError(f"{folder}/train.parquet not found: materialise the dataset first "
                                 f"(chess-pipeline datasets {cfg.dataset})")
-    source = {"name": cfg.dataset, "splits": lineage(folder)}  # the files this run reads, once
+    # The files this run reads (once), and how their rows are oriented (players need it).
+    source = {"name": cfg.dataset, "splits": lineage(folder), "pov": _pov(folder / "train.parquet")}
     loader = LoaderConfig(batch_size=cfg.batch_size, shuffle_buffer=cfg.shuffle_buffer)
     evaluation = LoaderConfig(batch_size=4096, shuffle=False)
     train_b = ParquetBatches(folder / "train.parquet", loader, seed=cfg.seed, limit=cfg.max_train_rows)

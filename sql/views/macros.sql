@@ -69,3 +69,11 @@ CREATE OR REPLACE MACRO sabatelli_class20(cp) AS
     CASE WHEN cp IS NULL THEN NULL WHEN cp < -150 THEN 7 - least(7, (-cp - 150 + 99) // 100)
          WHEN cp > 150 THEN 12 + least(7, (cp - 150 + 99) // 100)
          ELSE 7 + least(5, (cp + 150) // 50) END;
+
+-- Material on the board in pawns, both sides together, kings left out (P 1, N 3, B 3, R 5, Q 9):
+-- 78 at the start.
+CREATE OR REPLACE MACRO total_material(planes) AS
+    plane_count(planes, 0) + 3 * plane_count(planes, 1) + 3 * plane_count(planes, 2)
+    + 5 * plane_count(planes, 3) + 9 * plane_count(planes, 4)
+    + plane_count(planes, 6) + 3 * plane_count(planes, 7) + 3 * plane_count(planes, 8)
+    + 5 * plane_count(planes, 9) + 9 * plane_count(planes, 10);

@@ -1,0 +1,272 @@
+"""How well an evaluator plays: test suites, matches, endgame conversion (no Dagster here).
+
+Each function returns figure rows (suite, metric, value, n, detail) for the store's
+evaluation_results table, plus the details a report shows.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import chess
+
+from pipeline.engine import EnginePool, Limit
+from pipeline.matches import GameResult, MatchResult, MatchSpec, play_match, wilson_interval
+from pipeline.search import AlphaBeta, Evaluator, SearchPlayer, StockfishPlayer
+from pipeline.suites import (DeltaCp, EpdPosition, SuiteScore, engine_evaluations, is_sts, kaufman_delta_cp,
+                             load_epd, score_suite)
+
+Row = tuple[str, str, float, int, str]
+"""(suite, metric, value, n, detail)"""
+
+KAUFMAN_ANCHOR = "Sabatelli: average delta 1.56 pawns (MLP), 1.55 (CNN); 2 of 25 best moves"
+STS_ANCHOR = "DeepChess 1-ply: 1,160 / 15,000 (7.73%); Stockfish 5: 70.0%; Giraffe 1 s: 64.3%"
+RANDOM_ANCHOR = "Hui: 84% wins against the random mover (peak)"
+
+
+def depth_label(depth: int) -> str:
+    """Metric suffix of a search depth: 1ply, depth2, ..."""
+    return "1ply" if depth == 1 else f"depth{depth}"
+
+
+def player_name(model: str, depth: int) -> str:
+    """'<model> 1-ply' or '<model> depth N': how a network player is named in games and Elo."""
+    return f"{model} 1-ply" if depth == 1 else f"{model} depth {depth}"
+
+
+def suite_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("*.epd") if p.is_file())
+
+
+def choose_moves(evaluator: Evaluator, positions: list[EpdPosition], depth: int,
+                 progress: Callable[[int, int], None] | None = None) -> list[chess.Move]:
+    search = AlphaBeta(evaluator, depth=depth)
+    moves = []
+    for i, p in enumerate(positions):
+        moves.append(search.search(p.board).move)
+        if progress and (i + 1) % 50 == 0:
+            progress(i + 1, len(positions))
+    return moves
+
+
+@dataclass
+class SuiteReport:
+    name: str
+    sts: bool
+    scores: dict[int, SuiteScore] = field(default_factory=dict)
+    """Search depth -> score."""
+    kaufman: dict[int, list[DeltaCp]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def run_suite(evaluator: Evaluator, path: Path, depths: tuple[int, ...], pool: EnginePool | None,
+              kaufman_limit: Limit | None, max_positions: int = 0, log: Callable[[str], None] = print
+              ) -> tuple[SuiteReport, list[Row]]:
+    """One EPD file at each search depth: STS points (c0/c8/c9 files), solved counts (bm/am),
+    and for Kaufman's test (a file named kaufman*) delta-cp from the engine pool."""
+    start = time.monotonic()
+    positions = load_epd(path)
+    if max_positions:
+        positions = positions[:max_positions]
+    name = path.name.split(".")[0]
+    report = SuiteReport(name, is_sts(positions))
+    rows: list[Row] = []
+    for depth in depths:
+        t = time.monotonic()
+        moves = choose_moves(evaluator, positions, depth,
+                             lambda i, n: log(f"{name} {depth_label(depth)}: {i}/{n} positions"))
+        s = score_suite(positions, moves)
+        report.scores[depth] = s
+        d = depth_label(depth)
+        log(f"{name} {d}: {s.points}/{s.max_points} points, {s.solved}/{s.scored} solved "
+            f"in {time.monotonic() - t:.0f}s")
+        if report.sts:
+            rows.append((name, f"points_{d}", s.points, s.positions, f"of {s.max_points}"))
+            rows.append((name, f"percent_{d}", 100.0 * s.points / s.max_points if s.max_points else 0.0,
+                         s.positions, STS_ANCHOR))
+            for theme, (pts, top, n) in sorted(s.themes.items()):
+                rows.append((f"{name}/{theme}", f"points_{d}", pts, n, f"of {top}"))
+        if s.scored:
+            rows.append((name, f"solved_{d}", s.solved, s.scored, f"of {s.scored} with bm/am"))
+        if name.lower().startswith("kaufman") and pool is not None and kaufman_limit is not None:
+            deltas = kaufman_delta_cp(positions, moves, pool, kaufman_limit)
+            report.kaufman[depth] = deltas
+            mean = sum(x.delta for x in deltas) / len(deltas)
+            rows.append((name, f"avg_delta_cp_{d}", mean, len(deltas), f"Stockfish {kaufman_limit}; {KAUFMAN_ANCHOR}"))
+            rows.append((name, f"avg_delta_pawns_{d}", mean / 100, len(deltas), f"Stockfish {kaufman_limit}"))
+            found = sum(x.move == x.reference for x in deltas)
+            rows.append((name, f"best_moves_found_{d}", found, len(deltas), KAUFMAN_ANCHOR))
+    report.seconds = time.monotonic() - start
+    return report, rows
+
+
+@dataclass
+class MatchConfig:
+    openings: int = 20
+    """How many of the openings (each played twice, colours swapped)."""
+    random_plies: int = 80
+    """Hui's test: a game against the random mover counts as won only inside this many plies."""
+    stockfish_skills: tuple[int, ...] = (0, 5, 10)
+    stockfish_depth: int = 6
+    search_depth: int = 2
+    """Network with search vs the traditional evaluation, both at this depth."""
+    movetime: float = 0.05
+    """And both at this time per move (seconds); 0 skips that match."""
+    time_openings: int = 10
+    """Openings of the fixed-time match (it is the slow one)."""
+    max_plies: int = 400
+    """Other matches: a game still going after this many plies ends unfinished ('*')."""
+    seed: int = 0
+
+
+def match_rows(m: MatchResult, opponent: str, anchor: str = "") -> list[Row]:
+    pts, w, d, lost, u = m.score(m.a)
+    n = len(m.games)
+    lo, hi = wilson_interval(w, n)
+    return [
+        (opponent, "score", pts / n if n else 0.0, n, f"{w} won, {d} drawn, {lost} lost, {u} unfinished"),
+        (opponent, "win_ratio", w / n if n else 0.0, n, f"95% CI {lo:.3f}-{hi:.3f}" + (f"; {anchor}" if anchor else "")),
+    ]
+
+
+def run_matches(model: str, evaluator_factory: Callable[[], Evaluator], traditional: Callable[[], Evaluator],
+                openings: list[EpdPosition], stockfish_path: str, cfg: MatchConfig,
+                log: Callable[[str], None] = print) -> tuple[list[MatchResult], list[Row]]:
+    """The network (1-ply, as published) against the random mover (Hui) and Stockfish skill
+    levels; with search against the traditional evaluation at a fixed depth and a fixed time
+    per move (Lubeck)."""
+    from pipeline.search import RandomPlayer
+
+    ops = openings[:cfg.openings]
+    one_ply = lambda: SearchPlayer(AlphaBeta(evaluator_factory(), depth=1), player_name(model, 1))  # noqa: E731
+    specs: list[tuple[MatchSpec, list[EpdPosition], str, str]] = [
+        (MatchSpec("vs random", one_ply, lambda: RandomPlayer(cfg.seed), max_plies=cfg.random_plies), ops,
+         "random", RANDOM_ANCHOR)]
+    for skill in cfg.stockfish_skills:
+        specs.append((MatchSpec(f"vs stockfish skill {skill}", one_ply,
+                                lambda s=skill: StockfishPlayer(stockfish_path, s, depth=cfg.stockfish_depth),
+                                max_plies=cfg.max_plies), ops,
+                      f"stockfish skill {skill} depth {cfg.stockfish_depth}", ""))
+    if cfg.search_depth:
+        d = cfg.search_depth
+        specs.append((MatchSpec(f"depth {d} vs traditional",
+                                lambda: SearchPlayer(AlphaBeta(evaluator_factory(), depth=d), player_name(model, d)),
+                                lambda: SearchPlayer(AlphaBeta(traditional(), depth=d)), max_plies=cfg.max_plies),
+                      ops, f"material_pst depth {d}", "Lubeck: network with search vs traditional evaluation"))
+    if cfg.movetime:
+        t = cfg.movetime
+        specs.append((MatchSpec(f"{t:g}s vs traditional",
+                                lambda: SearchPlayer(AlphaBeta(evaluator_factory(), movetime=t), f"{model} {t:g}s"),
+                                lambda: SearchPlayer(AlphaBeta(traditional(), movetime=t)), max_plies=cfg.max_plies),
+                      openings[:cfg.time_openings], f"material_pst {t:g}s/move",
+                      "Lubeck: fixed time per move"))
+    results, rows = [], []
+    for spec, ops_, opponent, anchor in specs:
+        t0 = time.monotonic()
+        m = play_match(spec, ops_)
+        pts, w, dr, lost, u = m.score(m.a)
+        log(f"{model} {spec.name}: +{w} ={dr} -{lost} ({u} unfinished) in {time.monotonic() - t0:.0f}s")
+        results.append(m)
+        rows += match_rows(m, opponent, anchor)
+    return results, rows
+
+
+@dataclass
+class EndgameConfig:
+    positions: int = 10
+    max_material: int = 16
+    """Pawns of material on the board, both sides (kings left out)."""
+    min_cp: int = 600
+    verify_depth: int = 14
+    """Stockfish depth that must confirm the win (score above min_cp for the side to move)."""
+    defender_depth: int = 8
+    """The defending Stockfish (full strength) searches this deep."""
+    max_plies: int = 100
+    player_depth: int = 1
+    """The network's search depth (1: the 1-ply player)."""
+    seed: int = 0
+
+
+def find_won_endgames(con, pool: EnginePool, cfg: EndgameConfig) -> list[EpdPosition]:
+    """Positions from the store's games that a deep search confirms as won for the side to move."""
+    from pipeline.duck import load_sql
+
+    rows = con.sql(load_sql("queries/won_endgames"), params={
+        "max_material": cfg.max_material, "min_cp": cfg.min_cp, "seed": cfg.seed,
+        "candidates": 4 * cfg.positions}).fetchall()
+    boards = [(i, chess.Board(fen)) for i, (fen, _, _) in enumerate(rows)]
+    boards = [(i, b) for i, b in boards if not b.is_game_over(claim_draw=True)]
+    evals = engine_evaluations(pool, Limit("depth", cfg.verify_depth), boards)
+    out = []
+    for i, b in boards:
+        e = evals[i]
+        if (e.score if b.turn == chess.WHITE else -e.score) > cfg.min_cp:
+            out.append(EpdPosition("endgames", len(out), f"endgame.{len(out) + 1:02d}", b))
+        if len(out) == cfg.positions:
+            break
+    return out
+
+
+def run_endgames(model: str, evaluator_factory: Callable[[], Evaluator], positions: list[EpdPosition],
+                 stockfish_path: str, cfg: EndgameConfig, log: Callable[[str], None] = print
+                 ) -> tuple[MatchResult, list[Row]]:
+    """The network (1-ply by default) plays the winning side of each position against
+    full-strength Stockfish; converted = won inside max_plies."""
+    from pipeline.matches import play_game
+
+    d = cfg.player_depth
+    player = SearchPlayer(AlphaBeta(evaluator_factory(), depth=d), player_name(model, d))
+    defender = StockfishPlayer(stockfish_path, 20, depth=cfg.defender_depth)
+    m = MatchResult("endgame conversion", player.name, defender.name)
+    try:
+        for p in positions:
+            white, black = (player, defender) if p.board.turn == chess.WHITE else (defender, player)
+            m.games.append(play_game(white, black, p.board, cfg.max_plies, True, p.id, "endgame conversion",
+                                     str(p.index + 1)))
+    finally:
+        defender.close()
+    pts, w, d, lost, u = m.score(player.name)
+    n = len(m.games)
+    lo, hi = wilson_interval(w, n)
+    log(f"{model} endgames: {w}/{n} converted, {d} drawn, {lost} lost, {u} unfinished")
+    detail = (f"{w} won, {d} drawn, {lost} lost, {u} unfinished of {n} (material <= {cfg.max_material}, "
+              f"Stockfish depth {cfg.verify_depth} > +{cfg.min_cp / 100:g}); 95% CI {lo:.3f}-{hi:.3f}")
+    return m, [("endgame conversion", "converted", w / n if n else math.nan, n, detail)]
+
+
+def game_rows(games: list[GameResult]) -> list[tuple[str, str, float]]:
+    """(white, black, white's score) of finished games: what Elo is fitted from."""
+    return [(g.white, g.black, g.white_score) for g in games if g.white_score is not None]
+
+
+PUBLISHED = (
+    ("Kaufman test (1-ply)", KAUFMAN_ANCHOR),
+    ("Strategic Test Suite", STS_ANCHOR),
+    ("Random mover, 80 plies", RANDOM_ANCHOR),
+    ("MLP vs CNN", "Sabatelli: the CNN on features beat the MLP on bitmaps in his 20-opening match"),
+)
+
+
+def report_markdown(model: str, rows: list[tuple], charts: list[str]) -> str:
+    """A model's evaluation figures (the newest of each) beside the published ones; charts are
+    paths relative to the report file."""
+    lines = [f"# Evaluation of {model}", "", "## Published figures", "", "| test | published |", "|---|---|"]
+    lines += [f"| {a} | {b} |" for a, b in PUBLISHED]
+    main = [r for r in rows if "/" not in r[0] and r[0] != "elo"]
+    lines += ["", "## Ours", "", "| suite / opponent | metric | value | n | detail |", "|---|---|---|---|---|"]
+    lines += [f"| {s} | {m} | {v:.4g} | {n} | {d} |" for s, m, v, n, d in main]
+    elo = [r for r in rows if r[0] == "elo"]
+    if elo:
+        lines += ["", "## Elo", "", "| player | Elo | games | detail |", "|---|---|---|---|"]
+        lines += [f"| {m} | {v:.0f} | {n} | {d} |" for _, m, v, n, d in elo]
+    themes = [r for r in rows if "/" in r[0]]
+    if themes:
+        lines += ["", "## STS by theme", "", "| theme | metric | points | positions | max |", "|---|---|---|---|---|"]
+        lines += [f"| {s.split('/', 1)[1]} | {m} | {v:.0f} | {n} | {d} |" for s, m, v, n, d in themes]
+    if charts:
+        lines += ["", "## Charts", ""] + [f"![{Path(c).stem}]({c})" for c in charts]
+    return "\n".join(lines) + "\n"

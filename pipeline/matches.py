@@ -1,0 +1,217 @@
+"""Matches between players under FIDE's draw rules, written as PGN; Elo from the results.
+
+The rules, as Sabatelli's thesis states them: checkmate and stalemate end the game; so do a
+dead position (python-chess's insufficient material), a fivefold repetition and seventy-five
+moves without a capture or pawn move (automatic draws). A threefold repetition or fifty moves
+are draws when claimed; with `claim_draws` (the default, as engine match runners do) the
+player to move claims as soon as the position allows it. `max_plies` ends a game still going
+(result '*', Hui's 80-ply test counts only wins inside it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import chess
+import chess.pgn
+import numpy as np
+
+from pipeline.search import Player
+from pipeline.store import atomic_path
+from pipeline.suites import EpdPosition
+
+SITE = "chess-pipeline"
+
+
+@dataclass
+class GameResult:
+    white: str
+    black: str
+    result: str
+    """1-0, 0-1, 1/2-1/2, or * (stopped at max_plies)."""
+    termination: str
+    plies: int
+    opening: str
+    game: chess.pgn.Game
+
+    @property
+    def white_score(self) -> float | None:
+        return {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}.get(self.result)
+
+
+def game_end(board: chess.Board, claim_draws: bool) -> tuple[str, str] | None:
+    """(result, termination) when the rules end the game now, else None."""
+    if board.is_checkmate():
+        return ("0-1" if board.turn == chess.WHITE else "1-0"), "checkmate"
+    if board.is_stalemate():
+        return "1/2-1/2", "stalemate"
+    if board.is_insufficient_material():
+        return "1/2-1/2", "insufficient material"
+    if board.is_fivefold_repetition():
+        return "1/2-1/2", "fivefold repetition"
+    if board.is_seventyfive_moves():
+        return "1/2-1/2", "seventy-five-move rule"
+    if claim_draws:
+        if board.is_repetition(3):
+            return "1/2-1/2", "threefold repetition (claimed)"
+        if board.halfmove_clock >= 100:
+            return "1/2-1/2", "fifty-move rule (claimed)"
+    return None
+
+
+def play_game(white: Player, black: Player, start: chess.Board, max_plies: int = 0, claim_draws: bool = True,
+              opening: str = "", event: str = "chess-pipeline match", round_: str = "1") -> GameResult:
+    """One game from `start`; every move a player returns is checked for legality."""
+    board = start.copy(stack=False)
+    for p in (white, black):
+        if hasattr(p, "new_game"):
+            p.new_game()
+    end = game_end(board, claim_draws)
+    plies = 0
+    while end is None:
+        if max_plies and plies >= max_plies:
+            end = ("*", f"ply limit {max_plies}")
+            break
+        player = white if board.turn == chess.WHITE else black
+        move = player.choose(board)
+        if move is None or not board.is_legal(move):
+            raise RuntimeError(f"{player.name} played an illegal move {move} in {board.fen()}")
+        board.push(move)
+        plies += 1
+        end = game_end(board, claim_draws)
+    result, termination = end
+    game = chess.pgn.Game.from_board(board)
+    game.headers.update({
+        "Event": event, "Site": SITE, "Date": dt.date.today().strftime("%Y.%m.%d"), "Round": round_,
+        "White": white.name, "Black": black.name, "Result": result, "Termination": termination,
+        "PlyCount": str(plies),
+    })
+    if opening:
+        game.headers["Opening"] = opening
+    return GameResult(white.name, black.name, result, termination, plies, opening, game)
+
+
+@dataclass
+class MatchSpec:
+    name: str
+    a: Callable[[], Player]
+    b: Callable[[], Player]
+    max_plies: int = 0
+    claim_draws: bool = True
+
+
+@dataclass
+class MatchResult:
+    name: str
+    a: str
+    b: str
+    games: list[GameResult] = field(default_factory=list)
+
+    def score(self, player: str) -> tuple[float, int, int, int, int]:
+        """(points, wins, draws, losses, unfinished) of one side."""
+        pts, w, d, lost, u = 0.0, 0, 0, 0, 0
+        for g in self.games:
+            s = g.white_score
+            if s is None:
+                u += 1
+                continue
+            mine = s if g.white == player else 1.0 - s
+            pts += mine
+            w += mine == 1.0
+            d += mine == 0.5
+            lost += mine == 0.0
+        return pts, w, d, lost, u
+
+
+def play_match(spec: MatchSpec, openings: list[EpdPosition], progress: Callable[[int, int], None] | None = None
+               ) -> MatchResult:
+    """Each opening twice, colours swapped: a plays White first."""
+    a, b = spec.a(), spec.b()
+    try:
+        out = MatchResult(spec.name, a.name, b.name)
+        total = 2 * len(openings)
+        for i, op in enumerate(openings):
+            for j, (w, bl) in enumerate(((a, b), (b, a))):
+                out.games.append(play_game(w, bl, op.board, spec.max_plies, spec.claim_draws, op.id,
+                                           f"{spec.name}", f"{i + 1}.{j + 1}"))
+                if progress:
+                    progress(len(out.games), total)
+    finally:
+        a.close()
+        b.close()
+    return out
+
+
+def write_pgn(games: Iterable[GameResult], path: Path) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for g in games:
+            print(g.game, file=f, end="\n\n")
+
+
+def wilson_interval(wins: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% confidence interval of a proportion (Wilson score interval)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = wins / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass
+class EloFit:
+    ratings: dict[str, float]
+    """Relative to the anchor (0)."""
+    errors: dict[str, float]
+    """95% half-widths (1.96 standard errors) relative to the anchor."""
+    games: dict[str, int]
+    anchor: str
+
+
+def fit_elo(games: Iterable[tuple[str, str, float]], anchor: str, prior_sd: float = 1000.0) -> EloFit:
+    """Maximum a posteriori Elo ratings from (white, black, white's score) results: the logistic
+    model P(a beats b) = 1 / (1 + 10^((Rb - Ra) / 400)), draws as half a point, and a wide normal
+    prior (sd `prior_sd`) so a player with only wins still gets a finite rating. Error bars from
+    the inverse Hessian, for each rating minus the anchor's."""
+    games = list(games)
+    names = sorted({g[0] for g in games} | {g[1] for g in games})
+    if anchor not in names:
+        raise ValueError(f"anchor {anchor!r} played no game")
+    idx = {n: i for i, n in enumerate(names)}
+    n = len(names)
+    w = np.array([idx[g[0]] for g in games])
+    b = np.array([idx[g[1]] for g in games])
+    s = np.array([g[2] for g in games], dtype=np.float64)
+    k = math.log(10) / 400
+    r = np.zeros(n)
+    prior = 1.0 / prior_sd ** 2
+    for _ in range(100):
+        p = 1.0 / (1.0 + np.exp(-k * (r[w] - r[b])))
+        grad = np.zeros(n)
+        np.add.at(grad, w, k * (s - p))
+        np.add.at(grad, b, -k * (s - p))
+        grad -= prior * r
+        h = k * k * p * (1 - p)
+        hess = np.zeros((n, n))
+        np.add.at(hess, (w, w), -h)
+        np.add.at(hess, (b, b), -h)
+        np.add.at(hess, (w, b), h)
+        np.add.at(hess, (b, w), h)
+        hess -= prior * np.eye(n)
+        step = np.linalg.solve(hess, grad)
+        r -= step
+        if np.abs(step).max() < 1e-6:
+            break
+    cov = np.linalg.inv(-hess)
+    a = idx[anchor]
+    ratings, errors, counts = {}, {}, {}
+    for name, i in idx.items():
+        ratings[name] = float(r[i] - r[a])
+        var = cov[i, i] + cov[a, a] - 2 * cov[i, a]
+        errors[name] = float(1.96 * math.sqrt(max(var, 0.0)))
+        counts[name] = int((w == i).sum() + (b == i).sum())
+    return EloFit(ratings, errors, counts, anchor)

@@ -1,0 +1,98 @@
+"""A trained network as a search evaluator: boards in, one score each, side to move's view.
+
+The score is in centipawn-like units whatever the model predicts:
+- 3-class win/draw/loss models (Sabatelli's 3 classes, Lubeck's results): 1000 x (P(win) - P(loss));
+- 15 and 20 classes: the expected centipawns over the classes' midpoints (beyond-edge classes
+  at 100 cp past their edge);
+- regression on the linear target: the target mapped back to centipawns.
+
+Models trained from the side to move's point of view (Sabatelli's datasets by default) see a
+Black-to-move position mirrored, as in training; White's-view models (Lubeck's) are negated
+for Black.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import chess
+import numpy as np
+import torch
+
+from pipeline.datasets import DATASETS
+from pipeline.search import board_arrays
+from training.encoders import Batch, get_encoder
+from training.train import _device, _pov, load_model
+
+WDL_SCALE = 1000.0
+
+
+def class_midpoints(classes: int) -> np.ndarray:
+    """Centipawns at the middle of each of Sabatelli's 15 or 20 classes (sql/views/macros.sql)."""
+    # class 0 is below -750 (100 cp past the edge: -850); class c in 1..6 is [-150 - 100(7-c), -50 - 100(7-c)).
+    losses = [-850.0] + [-(100.0 + 100 * (7 - c)) for c in range(1, 7)]
+    wins = [-x for x in reversed(losses)]
+    if classes == 15:
+        return np.array(losses + [0.0] + wins, dtype=np.float32)
+    if classes == 20:
+        return np.array(losses + [-125.0, -75.0, -25.0, 25.0, 75.0, 125.0] + wins, dtype=np.float32)
+    raise ValueError(f"no class midpoints for {classes} classes")
+
+
+def checkpoint_pov(ck: dict) -> str:
+    """'side_to_move' or 'white': how the model's training rows were oriented."""
+    source = ck.get("dataset") or {}
+    if source.get("pov"):
+        return source["pov"]
+    train = (source.get("splits") or {}).get("train", {}).get("path")
+    if train and Path(train).exists():  # checkpoints from before the pov was recorded
+        return _pov(Path(train))
+    return DATASETS[ck["config"]["dataset"]].defaults.get("pov", "white")
+
+
+class NetworkEvaluator:
+    """Scores boards with a checkpoint's best model (see the module docstring for the units)."""
+
+    def __init__(self, checkpoint: Path | str, name: str = "", device: str = "cpu", threads: int = 1):
+        if threads:
+            torch.set_num_threads(threads)
+        self.device = _device(device)
+        self.model, ck = load_model(Path(checkpoint), str(self.device))
+        self.model.to(self.device)
+        self.ck = ck
+        cfg = ck["config"]
+        self.dataset = cfg["dataset"]
+        self.classes = DATASETS[self.dataset].classes
+        self.encoder = get_encoder(ck["encoder"]["name"])
+        self.pov = checkpoint_pov(ck)
+        self.name = name or f"{cfg['model']}_{cfg['encoder']}_{self.dataset}"
+        self._values: torch.Tensor | None = None
+        self._clip = 0.0
+        if self.classes == 3:
+            self._values = torch.tensor([-WDL_SCALE, 0.0, WDL_SCALE], device=self.device)
+        elif self.classes in (15, 20):
+            self._values = torch.from_numpy(class_midpoints(self.classes)).to(self.device)
+        elif self.classes == 0:
+            defaults = DATASETS[self.dataset].defaults
+            if defaults.get("target_kind", "linear") != "linear" or "clip_cp" not in defaults:
+                raise ValueError(f"{self.dataset}: only the linear regression target maps back to centipawns")
+            self._clip = float(defaults["clip_cp"])
+        else:
+            raise ValueError(f"{self.dataset}: {self.classes} classes have no score mapping")
+
+    @torch.no_grad()
+    def evaluate(self, boards: Sequence[chess.Board]) -> np.ndarray:
+        planes, white, castling = board_arrays(boards)
+        white_t = torch.from_numpy(white)
+        mirrored = ~white_t if self.pov == "side_to_move" else torch.zeros_like(white_t)
+        batch = Batch(torch.from_numpy(planes), white_t, torch.from_numpy(castling), mirrored).to(self.device)
+        out = self.model(self.encoder(batch)).float()
+        if self._values is not None:
+            score = torch.softmax(out, dim=1) @ self._values
+        else:
+            score = out.squeeze(1) * (2 * self._clip) - self._clip
+        score = score.cpu().numpy().astype(np.float64)
+        if self.pov == "white":
+            score = np.where(white, score, -score)
+        return score
