@@ -213,7 +213,7 @@ def cmd_demo(args) -> None:
     cmd_datasets(argparse.Namespace(home=str(store.root), names=[], seed=None, val_fraction=0.2, test_fraction=0.2))
     cmd_train(argparse.Namespace(home=str(store.root), models=[], profile="quick", epochs=0, device="auto"))
     cmd_evaluate(argparse.Namespace(home=str(store.root), models=["mlp_bitmap_3class"], suites=None, quick=True,
-                                    depths=None, openings=None))
+                                    depths=None, openings=None, only=None))
     print(f"store: {store.root}")
     _print_table(duck.query(store, "SELECT * FROM archive_summary"), "table")
     print(f"query it: chess-pipeline sql \"SELECT source, count(*) FROM games GROUP BY source\"  "
@@ -347,14 +347,22 @@ def cmd_evaluate(args) -> None:
         matches["time_openings"] = min(args.openings, 10)
     ops = {}
     for m in names:
-        ops[f"eval_suites_{m}"] = {"config": suites}
-        ops[f"eval_matches_{m}"] = {"config": matches}
-    selection = [*ops, "elo_ratings", *(f"eval_report_{m}" for m in names)]
-    if all(m in names for m in HEAD_TO_HEAD_MODELS):
+        if args.only != "matches":
+            ops[f"eval_suites_{m}"] = {"config": suites}
+        if args.only != "suites":
+            ops[f"eval_matches_{m}"] = {"config": matches}
+    selection = [*ops, *(["elo_ratings"] if args.only != "suites" else []), *(f"eval_report_{m}" for m in names)]
+    if args.only != "suites" and all(m in names for m in HEAD_TO_HEAD_MODELS):
         selection.append("eval_head_to_head")
         ops["eval_head_to_head"] = {"config": head}
-    result = dg.materialize(evaluation_assets, selection=selection, instance=instance, resources=_resources(store),
-                            run_config={"ops": ops, **QUIET}, raise_on_error=False)
+    from assets.labels import PROGRESS_TAG
+
+    progress = store.root / "evaluation_results" / f".progress-{os.getpid()}.json"
+    progress.parent.mkdir(parents=True, exist_ok=True)
+    with progress_bar(progress, "evaluate", "step"):
+        result = dg.materialize(evaluation_assets, selection=selection, instance=instance,
+                                resources=_resources(store), run_config={"ops": ops, **QUIET},
+                                tags={PROGRESS_TAG: str(progress)}, raise_on_error=False)
     if not result.success:
         raise SystemExit(f"chess-pipeline: evaluation failed: {failure_message(result)}")
     duck.create_views(store)
@@ -446,6 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a first look: 100 positions a suite at 1 ply, 4 openings, fewer opponents")
     s.add_argument("--depths", type=int, nargs="+", help="search depths for the suites (default: 1 2)")
     s.add_argument("--openings", type=int, help="openings per match, each played with both colours (default: 20)")
+    s.add_argument("--only", choices=("suites", "matches"), help="run only the suites or only the matches (and Elo)")
     s.set_defaults(func=cmd_evaluate)
 
     s = sub.add_parser("sql", help="run SQL over the store (views: games, rejected_games, positions, archive_summary, "

@@ -9,6 +9,7 @@ Each evaluation loads the checkpoint its model asset last materialised (lineage,
 newest file on disk).
 """
 
+import json
 import os
 import time
 from datetime import datetime, timezone
@@ -102,6 +103,34 @@ def write_png(path: Path, png: bytes) -> None:
         tmp.write_bytes(png)
 
 
+class Progress:
+    """Counts work done: a Dagster log line every LOG_EVERY_S with the rate, and the CLI's
+    progress file (the run tag PROGRESS_TAG) kept current."""
+
+    LOG_EVERY_S = 15.0
+
+    def __init__(self, context: dg.AssetExecutionContext, what: str, total: int):
+        from assets.labels import PROGRESS_TAG
+
+        self.context, self.what, self.total, self.done = context, what, total, 0
+        self.file = context.run.tags.get(PROGRESS_TAG)
+        self.start = self.last = time.monotonic()
+
+    def set(self, done: int, total: int | None = None) -> None:
+        self.done, self.total = done, total or self.total
+        now = time.monotonic()
+        if now - self.last >= self.LOG_EVERY_S or self.done == self.total:
+            self.last = now
+            rate = self.done / max(now - self.start, 1e-9)
+            self.context.log.info(f"{self.done:,} of {self.total:,} {self.what} ({rate:.1f}/s)")
+        if self.file:
+            with atomic_path(Path(self.file)) as tmp:
+                tmp.write_text(json.dumps({"done": self.done, "failed": 0, "total": self.total}))
+
+    def step(self, n: int = 1) -> None:
+        self.set(self.done + n)
+
+
 class SuitesConfig(dg.Config):
     suites_dir: str = ""
     """Folder of .epd files; empty: CHESS_PIPELINE_SUITES, else <home>/suites."""
@@ -140,7 +169,7 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
     def _suites(context: dg.AssetExecutionContext, config: SuitesConfig, store: StoreResource,
                 stockfish: StockfishResource) -> dg.MaterializeResult:
         from pipeline.engine import Limit
-        from pipeline.evaluation import run_suite, suite_files
+        from pipeline.evaluation import load_suite, run_suite, suite_files
         from pipeline.plots import kaufman_png, sts_themes_png
         from training.evaluator import NetworkEvaluator
 
@@ -151,10 +180,12 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
         rows, meta = [], {"suites_folder": dg.MetadataValue.path(str(folder))}
         if not files:
             context.log.warning(f"no .epd suites in {folder}: set CHESS_PIPELINE_SUITES or put suites there")
+        progress = Progress(context, "suite positions", len(config.depths) * sum(
+            len(load_suite(f, config.max_positions)) for f in files))
         for path in files:
             report, suite_rows = run_suite(evaluator, path, tuple(config.depths), stockfish.pool,
                                            Limit("depth", config.kaufman_depth), config.max_positions,
-                                           context.log.info)
+                                           context.log.info, progress.step)
             rows += suite_rows
             out = report_dir(st, model)
             for depth, deltas in report.kaufman.items():
@@ -162,6 +193,11 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
                                           f"{config.kaufman_depth}")
                 write_png(out / f"{report.name}_depth{depth}.png", png)
                 meta[f"{report.name}_chart_depth{depth}"] = png_md(png, "Kaufman evaluations")
+                meta[f"{report.name}_positions_depth{depth}"] = dg.MetadataValue.md(
+                    "| position | played | suite's move | after suite's (cp) | after played (cp) | delta |\n"
+                    "|---|---|---|---|---|---|\n" + "\n".join(
+                        f"| {x.id} | {x.move} | {x.reference} | {x.eval_reference} | {x.eval_move} | {x.delta} |"
+                        for x in deltas))
             if report.sts:
                 png = sts_themes_png({d: s.themes for d, s in report.scores.items()}, f"{model}: STS by theme")
                 write_png(out / f"{report.name}_themes.png", png)
@@ -196,8 +232,9 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
                           config.stockfish_depth, config.search_depth, config.movetime, config.time_openings,
                           config.max_plies)
         start = time.monotonic()
+        progress = Progress(context, "games", 0)
         matches, rows = run_matches(model, lambda: net, MaterialEvaluator, sabatelli_openings(),
-                                    stockfish.binary(), cfg, context.log.info)
+                                    stockfish.binary(), cfg, context.log.info, progress.set)
         if config.endgames:
             ecfg = EndgameConfig(config.endgames, verify_depth=config.endgame_verify_depth,
                                  defender_depth=config.endgame_defender_depth, max_plies=config.endgame_max_plies)

@@ -7,6 +7,7 @@ evaluation_results table, plus the details a report shows.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,13 +44,14 @@ def suite_files(folder: Path) -> list[Path]:
 
 
 def choose_moves(evaluator: Evaluator, positions: list[EpdPosition], depth: int,
-                 progress: Callable[[int, int], None] | None = None) -> list[chess.Move]:
+                 progress: Callable[[int], None] | None = None) -> list[chess.Move]:
+    """The move the evaluator's search plays in each position; progress(1) after each."""
     search = AlphaBeta(evaluator, depth=depth)
     moves = []
-    for i, p in enumerate(positions):
+    for p in positions:
         moves.append(search.search(p.board).move)
-        if progress and (i + 1) % 50 == 0:
-            progress(i + 1, len(positions))
+        if progress:
+            progress(1)
     return moves
 
 
@@ -63,22 +65,24 @@ class SuiteReport:
     seconds: float = 0.0
 
 
+def load_suite(path: Path, max_positions: int = 0) -> list[EpdPosition]:
+    positions = load_epd(path)
+    return positions[:max_positions] if max_positions else positions
+
+
 def run_suite(evaluator: Evaluator, path: Path, depths: tuple[int, ...], pool: EnginePool | None,
-              kaufman_limit: Limit | None, max_positions: int = 0, log: Callable[[str], None] = print
-              ) -> tuple[SuiteReport, list[Row]]:
+              kaufman_limit: Limit | None, max_positions: int = 0, log: Callable[[str], None] = print,
+              progress: Callable[[int], None] | None = None) -> tuple[SuiteReport, list[Row]]:
     """One EPD file at each search depth: STS points (c0/c8/c9 files), solved counts (bm/am),
     and for Kaufman's test (a file named kaufman*) delta-cp from the engine pool."""
     start = time.monotonic()
-    positions = load_epd(path)
-    if max_positions:
-        positions = positions[:max_positions]
+    positions = load_suite(path, max_positions)
     name = path.name.split(".")[0]
     report = SuiteReport(name, is_sts(positions))
     rows: list[Row] = []
     for depth in depths:
         t = time.monotonic()
-        moves = choose_moves(evaluator, positions, depth,
-                             lambda i, n: log(f"{name} {depth_label(depth)}: {i}/{n} positions"))
+        moves = choose_moves(evaluator, positions, depth, progress)
         s = score_suite(positions, moves)
         report.scores[depth] = s
         d = depth_label(depth)
@@ -97,6 +101,8 @@ def run_suite(evaluator: Evaluator, path: Path, depths: tuple[int, ...], pool: E
             report.kaufman[depth] = deltas
             mean = sum(x.delta for x in deltas) / len(deltas)
             rows.append((name, f"avg_delta_cp_{d}", mean, len(deltas), f"Stockfish {kaufman_limit}; {KAUFMAN_ANCHOR}"))
+            rows.append((name, f"median_delta_cp_{d}", statistics.median(x.delta for x in deltas), len(deltas),
+                         f"Stockfish {kaufman_limit}"))
             rows.append((name, f"avg_delta_pawns_{d}", mean / 100, len(deltas), f"Stockfish {kaufman_limit}"))
             found = sum(x.move == x.reference for x in deltas)
             rows.append((name, f"best_moves_found_{d}", found, len(deltas), KAUFMAN_ANCHOR))
@@ -135,10 +141,11 @@ def match_rows(m: MatchResult, opponent: str, anchor: str = "") -> list[Row]:
 
 def run_matches(model: str, evaluator_factory: Callable[[], Evaluator], traditional: Callable[[], Evaluator],
                 openings: list[EpdPosition], stockfish_path: str, cfg: MatchConfig,
-                log: Callable[[str], None] = print) -> tuple[list[MatchResult], list[Row]]:
+                log: Callable[[str], None] = print, progress: Callable[[int, int], None] | None = None
+                ) -> tuple[list[MatchResult], list[Row]]:
     """The network (1-ply, as published) against the random mover (Hui) and Stockfish skill
     levels; with search against the traditional evaluation at a fixed depth and a fixed time
-    per move (Lubeck)."""
+    per move (Lubeck). progress(games done, games in all) after every game."""
     from pipeline.search import RandomPlayer
 
     ops = openings[:cfg.openings]
@@ -165,9 +172,11 @@ def run_matches(model: str, evaluator_factory: Callable[[], Evaluator], traditio
                       openings[:cfg.time_openings], f"material_pst {t:g}s/move",
                       "Lubeck: fixed time per move"))
     results, rows = [], []
+    total, before = sum(2 * len(o) for _, o, _, _ in specs), 0
     for spec, ops_, opponent, anchor in specs:
         t0 = time.monotonic()
-        m = play_match(spec, ops_)
+        m = play_match(spec, ops_, progress and (lambda done, _, b=before: progress(b + done, total)))
+        before += len(m.games)
         pts, w, dr, lost, u = m.score(m.a)
         log(f"{model} {spec.name}: +{w} ={dr} -{lost} ({u} unfinished) in {time.monotonic() - t0:.0f}s")
         results.append(m)

@@ -93,3 +93,12 @@ def test_label_limit_bounds_a_run_and_the_next_run_finishes(home, capsys, tmp_pa
     main(["--home", str(home), "sql", "SELECT limit_value, count(*) AS n FROM labels GROUP BY 1 ORDER BY 1",
           "--format", "json"])
     assert json.loads(capsys.readouterr().out) == [{"limit_value": 8, "n": 13}, {"limit_value": 9, "n": 3}]
+
+
+def test_evaluate_names_what_is_missing(home):
+    with pytest.raises(SystemExit, match="no model nosuch"):
+        main(["--home", str(home), "evaluate", "nosuch"])
+    with pytest.raises(SystemExit, match="not trained yet: mlp_bitmap_3class"):
+        main(["--home", str(home), "evaluate", "mlp_bitmap_3class"])
+    with pytest.raises(SystemExit, match="not trained yet: any model"):
+        main(["--home", str(home), "evaluate"])

@@ -125,3 +125,11 @@ def test_elo_from_a_known_score():
     assert fit.errors["A"] == pytest.approx(1.96 * 400 / math.log(10) / math.sqrt(200 * 0.75 * 0.25), rel=0.02)
     # Only wins: the prior keeps the rating finite.
     assert math.isfinite(fit_elo([("A", "B", 1.0)] * 10, anchor="B").ratings["A"])
+
+
+def test_default_openings_are_the_shared_list(shared_data):
+    lines = [ln for ln in (shared_data / "openings" / "sabatelli20.epd").read_text().splitlines() if ln.strip()]
+    shared = [chess.Board.from_epd(ln)[0] for ln in lines]
+    ours = [p.board for p in sabatelli_openings()]
+    assert [b.fen() for b in ours] == [b.fen() for b in shared] and len(ours) == 20
+    assert all(b.is_valid() and b.turn == chess.WHITE for b in ours)

@@ -108,3 +108,33 @@ def test_cuda_training_path(store, tmp_path):
     r = train(TrainConfig(store=str(store.root), dataset="sabatelli_3class", epochs=1, device="cuda",
                           out=str(tmp_path / "cuda")), log=lambda s: None)
     assert r.device.startswith("cuda") and r.test["rows"] > 0
+
+
+@pytest.mark.parametrize("dataset,model,encoder", [("sabatelli_3class", "mlp3", "features"),
+                                                   ("lubeck_wdl", "lubeck", "bitmap768")])
+def test_network_evaluator_scores_boards_as_the_model_saw_its_rows(store, tmp_path, dataset, model, encoder):
+    """Boards from python-chess, encoded at play time, get the score the model gives the same
+    positions read by the training loader (mirrored Black-to-move rows for side-to-move data)."""
+    from pipeline.encoding import board_from_row
+    from training.evaluator import WDL_SCALE, NetworkEvaluator
+
+    r = train(TrainConfig(store=str(store.root), dataset=dataset, model=model, encoder=encoder, epochs=1,
+                          out=str(tmp_path / "run")))
+    ck = torch.load(r.checkpoint, weights_only=False)
+    assert ck["dataset"]["pov"] == ("side_to_move" if dataset.startswith("sabatelli") else "white")
+    ev = NetworkEvaluator(r.checkpoint)
+    assert ev.pov == ck["dataset"]["pov"]
+    path = dataset_dir(store, dataset) / "test.parquet"
+    batch = next(iter(ParquetBatches(path, LoaderConfig(batch_size=64, shuffle=False)).epoch(0)))
+    with torch.no_grad():
+        p = torch.softmax(ev.model(get_encoder(encoder)(batch)), dim=1).numpy()
+    expected = WDL_SCALE * (p[:, 2] - p[:, 0])  # win minus loss, from the row's point of view
+    rows = pq.read_table(path).slice(0, 64).to_pylist()
+    boards = [board_from_row(x["planes"], x["side_to_move"], x["castling"], x["ep_square"], x["halfmove_clock"],
+                             x["fullmove_number"]) for x in rows]
+    got = ev.evaluate(boards)
+    black = np.array([x["side_to_move"] == "b" for x in rows])
+    assert black.any() and (~black).any()
+    if ev.pov == "white":
+        expected = np.where(black, -expected, expected)  # the evaluator answers for the side to move
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
