@@ -32,6 +32,7 @@ bench: install
 	$(BIN)/python benchmarks/ingest.py
 	$(BIN)/python benchmarks/labels.py
 	$(BIN)/python benchmarks/loader.py
+	$(BIN)/python benchmarks/search.py
 
 clean:
 	rm -rf $(VENV) store

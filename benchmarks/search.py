@@ -1,0 +1,90 @@
+"""Search speed: what batching the frontier buys, against scoring leaf by leaf in the same process.
+
+    python benchmarks/search.py [--checkpoint models/<model>/<run>/checkpoint.pt] [--positions 40] [--depth 2]
+
+On the first STS positions (../shared/data/epd; random playouts without it), the same
+alpha-beta search to a fixed depth, twice per evaluator: frontier children scored in one
+evaluator call (ours), and the same evaluator called once per position (the baseline a plain
+negamax has). Both must choose the same moves; the ratio is the batching gain. Prints nodes/s
+(nodes = positions visited, frontier children included) for the traditional evaluation and,
+with --checkpoint, for that network. No target yet: the figure that matters is the network's
+ratio, which grows with the model's per-call overhead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import chess  # noqa: E402
+import numpy as np  # noqa: E402
+
+from pipeline.search import AlphaBeta, MaterialEvaluator  # noqa: E402
+
+STS = ROOT.parent / "shared" / "data" / "epd" / "STS1-STS15_LAN_v3.epd"
+
+
+class OneByOne:
+    """The evaluator called once per position: what a search without batching does."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name = f"{inner.name} one by one"
+
+    def evaluate(self, boards):
+        return np.concatenate([np.asarray(self.inner.evaluate([b]), dtype=np.float64) for b in boards])
+
+
+def positions(n: int) -> list[chess.Board]:
+    if STS.exists():
+        from pipeline.suites import load_epd
+
+        return [p.board for p in load_epd(STS)[:n]]
+    rng, out = random.Random(0), []
+    while len(out) < n:
+        b = chess.Board()
+        for _ in range(rng.randrange(10, 40)):
+            b.push(rng.choice(list(b.legal_moves)))
+        if not b.is_game_over():
+            out.append(b)
+    return out
+
+
+def run(evaluator, boards, depth: int) -> tuple[float, int, list]:
+    start, nodes, moves = time.perf_counter(), 0, []
+    for b in boards:
+        r = AlphaBeta(evaluator, depth=depth).search(b)
+        nodes += r.nodes
+        moves.append(r.move)
+    return time.perf_counter() - start, nodes, moves
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--checkpoint", help="a trained model's checkpoint.pt")
+    ap.add_argument("--positions", type=int, default=40)
+    ap.add_argument("--depth", type=int, default=2)
+    args = ap.parse_args()
+    boards = positions(args.positions)
+    evaluators = [MaterialEvaluator()]
+    if args.checkpoint:
+        from training.evaluator import NetworkEvaluator
+
+        evaluators.append(NetworkEvaluator(args.checkpoint))
+    print(f"{len(boards)} positions, alpha-beta depth {args.depth}")
+    for ev in evaluators:
+        t_ours, nodes, ours = run(ev, boards, args.depth)
+        t_base, _, base = run(OneByOne(ev), boards, args.depth)
+        same = sum(a == b for a, b in zip(ours, base))
+        print(f"{ev.name:>40}: batched {nodes / t_ours:9,.0f} nodes/s, one by one {nodes / t_base:9,.0f} nodes/s, "
+              f"ratio {t_base / t_ours:.2f}x ({same}/{len(boards)} same moves)")
+
+
+if __name__ == "__main__":
+    main()
