@@ -271,6 +271,10 @@ def cmd_datasets(args) -> None:
         config["val_fraction"] = args.val_fraction
     if args.test_fraction is not None:
         config["test_fraction"] = args.test_fraction
+    if getattr(args, "split_by", None):
+        config["split_by"] = args.split_by
+    if getattr(args, "no_leakage_guard", False):
+        config["leakage_guard"] = False
     result = _materialize_all(dataset_assets, names, config, store, instance, "datasets")
     checks = {}
     for e in result.get_asset_check_evaluations():
@@ -437,6 +441,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=None, help="seed of the split by game (default 0)")
     s.add_argument("--val-fraction", type=float, default=None, help="share of games in val (default 0.1)")
     s.add_argument("--test-fraction", type=float, default=None, help="share of games in test (default 0.1)")
+    s.add_argument("--split-by", choices=("game", "position"),
+                   help="game (default), or position: rows split one by one, as the thesis did (for comparison)")
+    s.add_argument("--no-leakage-guard", action="store_true",
+                   help="keep test and val positions in train (for comparison with the published splits)")
     s.set_defaults(func=cmd_datasets)
 
     s = sub.add_parser("train", help="train value networks from the datasets (default: the 3-class MLP)")

@@ -25,12 +25,16 @@ class DatasetConfig(dg.Config):
     """Share of games (groups of identical games) in val."""
     test_fraction: float = 0.1
     """Share of games in test."""
+    split_by: str = "game"
+    """game, or position: rows split one by one as the thesis did (repeats straddle splits)."""
+    leakage_guard: bool = True
+    """Remove test and val position keys from train (off only to compare with the thesis)."""
 
     def split(self) -> SplitConfig:
-        return SplitConfig(self.seed, self.val_fraction, self.test_fraction)
+        return SplitConfig(self.seed, self.val_fraction, self.test_fraction, self.split_by, self.leakage_guard)
 
     def params(self) -> dict:
-        return self.model_dump(exclude={"seed", "val_fraction", "test_fraction"})
+        return self.model_dump(exclude={"seed", "val_fraction", "test_fraction", "split_by", "leakage_guard"})
 
 
 class LabelSettingConfig(DatasetConfig):

@@ -4,6 +4,8 @@
 -- repeated game never straddles two splits, and a game keeps its split as the store grows.
 -- A dataset so small that a split with a share would get no group at all (three groups or
 -- more) gives that split the group(s) with the largest hash instead.
+-- $by = 'position' splits rows instead (a hash of the seed, game and ply each), as the thesis
+-- split its positions: repeated positions and games then straddle splits. For comparison only.
 CREATE OR REPLACE TEMP TABLE assigned AS
 WITH groups AS (
     SELECT g.game_id,
@@ -29,12 +31,20 @@ WITH groups AS (
     FROM top t CROSS JOIN counts k
     WHERE k.n >= 3 AND t.r <= 2
 )
-SELECT c.*,
-       coalesce(m.split,
-                CASE WHEN g.u < $test_fraction THEN 'test'
-                     WHEN g.u < $test_fraction + $val_fraction THEN 'val'
+, split_u AS (
+    SELECT c.*, m.split AS moved_split,
+           CASE WHEN $by = 'position'
+                THEN ('0x' || substr(md5($seed::VARCHAR || '|' || c.game_id::VARCHAR || '|' || c.ply::VARCHAR), 1, 12))::UBIGINT
+                     / 281474976710656.0
+                ELSE g.u END AS split_u
+    FROM candidate c
+    JOIN groups g USING (game_id)
+    LEFT JOIN moved m ON m.u = g.u
+    WHERE c.target IS NOT NULL
+)
+SELECT * EXCLUDE (moved_split, split_u),
+       coalesce(CASE WHEN $by = 'game' THEN moved_split END,
+                CASE WHEN split_u < $test_fraction THEN 'test'
+                     WHEN split_u < $test_fraction + $val_fraction THEN 'val'
                      ELSE 'train' END) AS split
-FROM candidate c
-JOIN groups g USING (game_id)
-LEFT JOIN moved m ON m.u = g.u
-WHERE c.target IS NOT NULL;
+FROM split_u;

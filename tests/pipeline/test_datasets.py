@@ -101,6 +101,22 @@ def test_split_is_by_game_disjoint_by_position_and_deterministic(small_store):
     assert len(assignments) > 1
 
 
+def test_split_by_position_without_guard_is_the_thesis_split(small_store):
+    cfg = SplitConfig(seed=1, val_fraction=0.3, test_fraction=0.3, by="position", guard=False)
+    stats = build_dataset(small_store, "lubeck_wdl", split=cfg)
+    rows = _rows(small_store, "lubeck_wdl")
+    with memory_connection(small_store) as con:
+        n = con.sql("SELECT count(*) FROM positions p JOIN games g USING (game_id) WHERE g.outcome IN "
+                    "('1-0', '0-1', '1/2-1/2')").fetchall()[0][0]
+    # Every row is kept, games straddle splits, and the splits share positions (the start, at least).
+    assert sum(len(r) for r in rows.values()) == n and sum(stats.removed.values()) == 0
+    games = {s: {r["game_id"] for r in rs} for s, rs in rows.items()}
+    assert games["train"] & games["test"]
+    assert stats.overlap["train/test"] > 0
+    with pytest.raises(ValueError, match="game or position"):
+        SplitConfig(by="move")
+
+
 def test_lubeck_targets_are_the_game_results(small_store):
     build_dataset(small_store, "lubeck_wdl", split=SplitConfig(val_fraction=0, test_fraction=0))
     rows = _rows(small_store, "lubeck_wdl")["train"]
