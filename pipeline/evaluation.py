@@ -169,7 +169,7 @@ def run_matches(model: str, evaluator_factory: Callable[[], Evaluator], traditio
         specs.append((MatchSpec(f"{t:g}s vs traditional",
                                 lambda: SearchPlayer(AlphaBeta(evaluator_factory(), movetime=t), f"{model} {t:g}s"),
                                 lambda: SearchPlayer(AlphaBeta(traditional(), movetime=t)), max_plies=cfg.max_plies),
-                      openings[:cfg.time_openings], f"material_pst {t:g}s/move",
+                      openings[:cfg.time_openings], f"material_pst {t:g} s a move",
                       "Lubeck: fixed time per move"))
     results, rows = [], []
     total, before = sum(2 * len(o) for _, o, _, _ in specs), 0

@@ -52,7 +52,7 @@ def test_evaluation_assets_end_to_end(instance, trained, shared_data):
             delta, n = got[(m, "kaufman", f"avg_delta_cp_{d}")]
             assert n == 4 and delta >= -50  # the suite's moves are (nearly) best: deltas are not negative
         # Matches: 2 games per opponent, random mover's win ratio with its interval.
-        for opponent in ("random", "stockfish skill 0 depth 2", "material_pst depth 1", "material_pst 0.02s/move"):
+        for opponent in ("random", "stockfish skill 0 depth 2", "material_pst depth 1", "material_pst 0.02 s a move"):
             assert got[(m, opponent, "score")][1] == 2, opponent
         # Elo of its 1-ply player.
         assert (m, "elo", f"{m} 1-ply") in got
