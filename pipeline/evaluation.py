@@ -15,9 +15,10 @@ from typing import Callable
 
 import chess
 
+from pipeline.duck import load_sql
 from pipeline.engine import EnginePool, Limit
-from pipeline.matches import GameResult, MatchResult, MatchSpec, play_match, wilson_interval
-from pipeline.search import AlphaBeta, Evaluator, SearchPlayer, StockfishPlayer
+from pipeline.matches import MatchResult, MatchSpec, play_game, play_match, wilson_interval
+from pipeline.search import AlphaBeta, Evaluator, RandomPlayer, SearchPlayer, StockfishPlayer
 from pipeline.suites import (DeltaCp, EpdPosition, SuiteScore, engine_evaluations, is_sts, kaufman_delta_cp,
                              load_epd, score_suite)
 
@@ -62,7 +63,6 @@ class SuiteReport:
     scores: dict[int, SuiteScore] = field(default_factory=dict)
     """Search depth -> score."""
     kaufman: dict[int, list[DeltaCp]] = field(default_factory=dict)
-    seconds: float = 0.0
 
 
 def load_suite(path: Path, max_positions: int = 0) -> list[EpdPosition]:
@@ -75,7 +75,6 @@ def run_suite(evaluator: Evaluator, path: Path, depths: tuple[int, ...], pool: E
               progress: Callable[[int], None] | None = None) -> tuple[SuiteReport, list[Row]]:
     """One EPD file at each search depth: STS points (c0/c8/c9 files), solved counts (bm/am),
     and for Kaufman's test (a file named kaufman*) delta-cp from the engine pool."""
-    start = time.monotonic()
     positions = load_suite(path, max_positions)
     name = path.name.split(".")[0]
     report = SuiteReport(name, is_sts(positions))
@@ -106,7 +105,6 @@ def run_suite(evaluator: Evaluator, path: Path, depths: tuple[int, ...], pool: E
             rows.append((name, f"avg_delta_pawns_{d}", mean / 100, len(deltas), f"Stockfish {kaufman_limit}"))
             found = sum(x.move == x.reference for x in deltas)
             rows.append((name, f"best_moves_found_{d}", found, len(deltas), KAUFMAN_ANCHOR))
-    report.seconds = time.monotonic() - start
     return report, rows
 
 
@@ -146,8 +144,6 @@ def run_matches(model: str, evaluator_factory: Callable[[], Evaluator], traditio
     """The network (1-ply, as published) against the random mover (Hui) and Stockfish skill
     levels; with search against the traditional evaluation at a fixed depth and a fixed time
     per move (Lubeck). progress(games done, games in all) after every game."""
-    from pipeline.search import RandomPlayer
-
     ops = openings[:cfg.openings]
     one_ply = lambda: SearchPlayer(AlphaBeta(evaluator_factory(), depth=1), player_name(model, 1))  # noqa: E731
     specs: list[tuple[MatchSpec, list[EpdPosition], str, str]] = [
@@ -202,8 +198,6 @@ class EndgameConfig:
 
 def find_won_endgames(con, pool: EnginePool, cfg: EndgameConfig) -> list[EpdPosition]:
     """Positions from the store's games that a deep search confirms as won for the side to move."""
-    from pipeline.duck import load_sql
-
     rows = con.sql(load_sql("queries/won_endgames"), params={
         "max_material": cfg.max_material, "min_cp": cfg.min_cp, "seed": cfg.seed,
         "candidates": 4 * cfg.positions}).fetchall()
@@ -225,8 +219,6 @@ def run_endgames(model: str, evaluator_factory: Callable[[], Evaluator], positio
                  ) -> tuple[MatchResult, list[Row]]:
     """The network (1-ply by default) plays the winning side of each position against
     full-strength Stockfish; converted = won inside max_plies."""
-    from pipeline.matches import play_game
-
     d = cfg.player_depth
     player = SearchPlayer(AlphaBeta(evaluator_factory(), depth=d), player_name(model, d))
     defender = StockfishPlayer(stockfish_path, 20, depth=cfg.defender_depth)
@@ -245,11 +237,6 @@ def run_endgames(model: str, evaluator_factory: Callable[[], Evaluator], positio
     detail = (f"{w} won, {d} drawn, {lost} lost, {u} unfinished of {n} (material <= {cfg.max_material}, "
               f"Stockfish depth {cfg.verify_depth} > +{cfg.min_cp / 100:g}); 95% CI {lo:.3f}-{hi:.3f}")
     return m, [("endgame conversion", "converted", w / n if n else math.nan, n, detail)]
-
-
-def game_rows(games: list[GameResult]) -> list[tuple[str, str, float]]:
-    """(white, black, white's score) of finished games: what Elo is fitted from."""
-    return [(g.white, g.black, g.white_score) for g in games if g.white_score is not None]
 
 
 PUBLISHED = (
