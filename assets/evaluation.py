@@ -148,8 +148,8 @@ class MatchesConfig(dg.Config):
     random_plies: int = 80
     stockfish_skills: list[int] = [0, 5, 10]
     stockfish_depth: int = 6
-    search_depth: int = 2
-    """Network with search vs the traditional evaluation at this depth (0 skips)."""
+    search_depths: list[int] = [1, 2]
+    """Network vs the traditional evaluation, both at each of these depths (empty skips)."""
     movetime: float = 0.05
     """... and at this time per move in seconds (0 skips)."""
     time_openings: int = 10
@@ -229,7 +229,7 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
         ck = checkpoint_of(context, model)
         net = NetworkEvaluator(ck, model)
         cfg = MatchConfig(config.openings, config.random_plies, tuple(config.stockfish_skills),
-                          config.stockfish_depth, config.search_depth, config.movetime, config.time_openings,
+                          config.stockfish_depth, tuple(config.search_depths), config.movetime, config.time_openings,
                           config.max_plies)
         start = time.monotonic()
         progress = Progress(context, "games", 0)
@@ -300,17 +300,21 @@ def player_model(player: str) -> str:
 
 
 @dg.asset(group_name=GROUP, deps=[f"eval_matches_{m}" for m in MODELS] + ["eval_head_to_head"],
-          description="Elo of every player from every finished evaluation game (the newest run of each match "
-                      "asset), anchored at the random mover = 0, with 95% error bars.")
+          description="Elo of every player from every finished evaluation game from the openings (the newest "
+                      "run of each match asset; endgame conversion left out), the random mover = 0, with 95% "
+                      "error bars against the pool's average.")
 def elo_ratings(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
     from pipeline.duck import memory_connection
+    from pipeline.evaluation import ENDGAME_MATCH
     from pipeline.matches import fit_elo
     from pipeline.plots import elo_png
 
     st = store.get()
     with memory_connection(st) as con:
+        # Endgame conversion starts from won positions: no measure of strength between equals.
         games = con.sql("SELECT white, black, CASE result WHEN '1-0' THEN 1.0 WHEN '0-1' THEN 0.0 ELSE 0.5 END "
-                        "FROM match_games WHERE result IN ('1-0', '0-1', '1/2-1/2')").fetchall()
+                        "FROM match_games WHERE result IN ('1-0', '0-1', '1/2-1/2') AND match <> $endgames",
+                        params={"endgames": ENDGAME_MATCH}).fetchall()
     if not games:
         raise dg.Failure("no finished evaluation games in match_games: materialise the eval_matches_* assets first")
     played: dict[str, int] = {}
@@ -325,7 +329,7 @@ def elo_ratings(context: dg.AssetExecutionContext, store: StoreResource) -> dg.M
     fit = fit_elo(games, anchor)
     order = sorted(fit.ratings, key=lambda p: -fit.ratings[p])
     rows = [(player_model(p), "elo", p, fit.ratings[p], fit.games[p],
-             f"+/-{fit.errors[p]:.0f} (95%), anchor {anchor} = 0") for p in order]
+             f"+/-{fit.errors[p]:.0f} (95%, against the pool's average), anchor {anchor} = 0") for p in order]
     write_results(st, "elo_ratings", context.run.run_id, rows)
     table = "| player | Elo | 95% | games |\n|---|---|---|---|\n" + "\n".join(
         f"| {p} | {fit.ratings[p]:.0f} | +/-{fit.errors[p]:.0f} | {fit.games[p]} |" for p in order)

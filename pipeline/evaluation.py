@@ -28,6 +28,7 @@ Row = tuple[str, str, float, int, str]
 KAUFMAN_ANCHOR = "Sabatelli: average delta 1.56 pawns (MLP), 1.55 (CNN); 2 of 25 best moves"
 STS_ANCHOR = "DeepChess 1-ply: 1,160 / 15,000 (7.73%); Stockfish 5: 70.0%; Giraffe 1 s: 64.3%"
 RANDOM_ANCHOR = "Hui: 84% wins against the random mover (peak)"
+ENDGAME_MATCH = "endgame conversion"
 
 
 def depth_label(depth: int) -> str:
@@ -116,8 +117,9 @@ class MatchConfig:
     """Hui's test: a game against the random mover counts as won only inside this many plies."""
     stockfish_skills: tuple[int, ...] = (0, 5, 10)
     stockfish_depth: int = 6
-    search_depth: int = 2
-    """Network with search vs the traditional evaluation, both at this depth."""
+    search_depths: tuple[int, ...] = (1, 2)
+    """Network vs the traditional evaluation, both searching to each of these depths (1: both
+    1-ply, the even match that places the 1-ply network on the Elo scale)."""
     movetime: float = 0.05
     """And both at this time per move (seconds); 0 skips that match."""
     time_openings: int = 10
@@ -154,11 +156,10 @@ def run_matches(model: str, evaluator_factory: Callable[[], Evaluator], traditio
                                 lambda s=skill: StockfishPlayer(stockfish_path, s, depth=cfg.stockfish_depth),
                                 max_plies=cfg.max_plies), ops,
                       f"stockfish skill {skill} depth {cfg.stockfish_depth}", ""))
-    if cfg.search_depth:
-        d = cfg.search_depth
+    for d in cfg.search_depths:
         specs.append((MatchSpec(f"depth {d} vs traditional",
-                                lambda: SearchPlayer(AlphaBeta(evaluator_factory(), depth=d), player_name(model, d)),
-                                lambda: SearchPlayer(AlphaBeta(traditional(), depth=d)), max_plies=cfg.max_plies),
+                                lambda d=d: SearchPlayer(AlphaBeta(evaluator_factory(), depth=d), player_name(model, d)),
+                                lambda d=d: SearchPlayer(AlphaBeta(traditional(), depth=d)), max_plies=cfg.max_plies),
                       ops, f"material_pst depth {d}", "Lubeck: network with search vs traditional evaluation"))
     if cfg.movetime:
         t = cfg.movetime
@@ -222,11 +223,11 @@ def run_endgames(model: str, evaluator_factory: Callable[[], Evaluator], positio
     d = cfg.player_depth
     player = SearchPlayer(AlphaBeta(evaluator_factory(), depth=d), player_name(model, d))
     defender = StockfishPlayer(stockfish_path, 20, depth=cfg.defender_depth)
-    m = MatchResult("endgame conversion", player.name, defender.name)
+    m = MatchResult(ENDGAME_MATCH, player.name, defender.name)
     try:
         for p in positions:
             white, black = (player, defender) if p.board.turn == chess.WHITE else (defender, player)
-            m.games.append(play_game(white, black, p.board, cfg.max_plies, True, p.id, "endgame conversion",
+            m.games.append(play_game(white, black, p.board, cfg.max_plies, True, p.id, ENDGAME_MATCH,
                                      str(p.index + 1)))
     finally:
         defender.close()
@@ -236,7 +237,7 @@ def run_endgames(model: str, evaluator_factory: Callable[[], Evaluator], positio
     log(f"{model} endgames: {w}/{n} converted, {d} drawn, {lost} lost, {u} unfinished")
     detail = (f"{w} won, {d} drawn, {lost} lost, {u} unfinished of {n} (material <= {cfg.max_material}, "
               f"Stockfish depth {cfg.verify_depth} > +{cfg.min_cp / 100:g}); 95% CI {lo:.3f}-{hi:.3f}")
-    return m, [("endgame conversion", "converted", w / n if n else math.nan, n, detail)]
+    return m, [(ENDGAME_MATCH, "converted", w / n if n else math.nan, n, detail)]
 
 
 PUBLISHED = (

@@ -167,7 +167,8 @@ class EloFit:
     ratings: dict[str, float]
     """Relative to the anchor (0)."""
     errors: dict[str, float]
-    """95% half-widths (1.96 standard errors) relative to the anchor."""
+    """95% half-widths (1.96 standard errors) of each rating against the pool's average, as
+    BayesElo reports them: the anchor only shifts the scale, it is no more certain than others."""
     games: dict[str, int]
     anchor: str
 
@@ -176,7 +177,7 @@ def fit_elo(games: Iterable[tuple[str, str, float]], anchor: str, prior_sd: floa
     """Maximum a posteriori Elo ratings from (white, black, white's score) results: the logistic
     model P(a beats b) = 1 / (1 + 10^((Rb - Ra) / 400)), draws as half a point, and a wide normal
     prior (sd `prior_sd`) so a player with only wins still gets a finite rating. Error bars from
-    the inverse Hessian, for each rating minus the anchor's."""
+    the inverse Hessian, for each rating minus the pool's average."""
     games = list(games)
     names = sorted({g[0] for g in games} | {g[1] for g in games})
     if anchor not in names:
@@ -207,11 +208,12 @@ def fit_elo(games: Iterable[tuple[str, str, float]], anchor: str, prior_sd: floa
         if np.abs(step).max() < 1e-6:
             break
     cov = np.linalg.inv(-hess)
+    centre = np.eye(n) - np.full((n, n), 1.0 / n)  # r - mean(r)
+    var = np.diag(centre @ cov @ centre.T)
     a = idx[anchor]
     ratings, errors, counts = {}, {}, {}
     for name, i in idx.items():
         ratings[name] = float(r[i] - r[a])
-        var = cov[i, i] + cov[a, a] - 2 * cov[i, a]
-        errors[name] = float(1.96 * math.sqrt(max(var, 0.0)))
+        errors[name] = float(1.96 * math.sqrt(max(var[i], 0.0)))
         counts[name] = int((w == i).sum() + (b == i).sum())
     return EloFit(ratings, errors, counts, anchor)

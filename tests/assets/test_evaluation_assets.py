@@ -30,7 +30,7 @@ def trained(instance, tmp_path, stockfish, fics_2022):
 def test_evaluation_assets_end_to_end(instance, trained, shared_data):
     store, resources = trained
     suites = {"suites_dir": str(shared_data / "epd"), "depths": [1, 2], "max_positions": 4, "kaufman_depth": 8}
-    matches = {"openings": 1, "random_plies": 30, "stockfish_skills": [0], "stockfish_depth": 2, "search_depth": 1,
+    matches = {"openings": 1, "random_plies": 30, "stockfish_skills": [0], "stockfish_depth": 2, "search_depths": [1],
                "movetime": 0.02, "time_openings": 1, "max_plies": 120, "endgames": 1, "endgame_verify_depth": 8,
                "endgame_defender_depth": 2, "endgame_max_plies": 10}
     ops = {f"eval_suites_{m}": {"config": suites} for m in MODELS}

@@ -121,8 +121,11 @@ def test_elo_from_a_known_score():
     fit = fit_elo(games, anchor="B", prior_sd=10_000)
     assert fit.ratings["B"] == 0 and fit.ratings["A"] == pytest.approx(400 * math.log10(3), abs=0.5)
     assert abs(fit.ratings["C"]) < 0.5 and fit.games["A"] == 200
-    # Error bar: about 1.96 x 400 / ln10 / sqrt(n p (1-p)) for A vs B.
-    assert fit.errors["A"] == pytest.approx(1.96 * 400 / math.log(10) / math.sqrt(200 * 0.75 * 0.25), rel=0.02)
+    # Error bars against the pool's average: two players alone sit half their difference's
+    # error (1.96 x 400 / ln10 / sqrt(n p (1-p))) either side of it.
+    two = fit_elo([g for g in games if "C" not in g[:2]], anchor="B", prior_sd=10_000)
+    half = 1.96 * 400 / math.log(10) / math.sqrt(200 * 0.75 * 0.25) / 2
+    assert two.errors["A"] == pytest.approx(half, rel=0.02) and two.errors["B"] == pytest.approx(half, rel=0.02)
     # Only wins: the prior keeps the rating finite.
     assert math.isfinite(fit_elo([("A", "B", 1.0)] * 10, anchor="B").ratings["A"])
 
