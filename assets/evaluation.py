@@ -228,15 +228,16 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
         st = store.get()
         ck = checkpoint_of(context, model)
         net = NetworkEvaluator(ck, model)
-        cfg = MatchConfig(config.openings, config.random_plies, tuple(config.stockfish_skills),
-                          config.stockfish_depth, tuple(config.search_depths), config.movetime, config.time_openings,
-                          config.max_plies)
+        cfg = MatchConfig(openings=config.openings, random_plies=config.random_plies,
+                          stockfish_skills=tuple(config.stockfish_skills), stockfish_depth=config.stockfish_depth,
+                          search_depths=tuple(config.search_depths), movetime=config.movetime,
+                          time_openings=config.time_openings, max_plies=config.max_plies)
         start = time.monotonic()
         progress = Progress(context, "games", 0)
         matches, rows = run_matches(model, lambda: net, MaterialEvaluator, sabatelli_openings(),
                                     stockfish.binary(), cfg, context.log.info, progress.set)
         if config.endgames:
-            ecfg = EndgameConfig(config.endgames, verify_depth=config.endgame_verify_depth,
+            ecfg = EndgameConfig(positions=config.endgames, verify_depth=config.endgame_verify_depth,
                                  defender_depth=config.endgame_defender_depth, max_plies=config.endgame_max_plies)
             with memory_connection(st) as con:
                 positions = find_won_endgames(con, stockfish.pool, ecfg)
