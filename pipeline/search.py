@@ -25,6 +25,8 @@ import chess
 import chess.engine
 import numpy as np
 
+from pipeline.encoding import castling_bits, pack_planes, planes_from_records
+
 MATE = 100_000
 """Score of delivering mate now; a mate n plies away scores MATE - n."""
 MATE_BOUND = MATE - 1_000
@@ -43,27 +45,14 @@ class Evaluator(Protocol):
         ...
 
 
-_PLANE_PIECES = [(pt, color) for color in (chess.WHITE, chess.BLACK) for pt in chess.PIECE_TYPES]
-
-
 def board_arrays(boards: Sequence[chess.Board]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The store's encoding of boards: planes (N, 96) uint8 (12 little-endian bitboards,
-    P N B R Q K p n b r q k), White to move (N,) bool, castling bits (N,) uint8 (K=1 Q=2 k=4 q=8)."""
-    n = len(boards)
-    bb = np.empty((n, 12), dtype=np.uint64)
-    white = np.empty(n, dtype=bool)
-    castling = np.empty(n, dtype=np.uint8)
-    for i, b in enumerate(boards):
-        occ_b, occ_w = b.occupied_co  # indexed by colour: BLACK = 0, WHITE = 1
-        bb[i] = (b.pawns & occ_w, b.knights & occ_w, b.bishops & occ_w, b.rooks & occ_w, b.queens & occ_w,
-                 b.kings & occ_w, b.pawns & occ_b, b.knights & occ_b, b.bishops & occ_b, b.rooks & occ_b,
-                 b.queens & occ_b, b.kings & occ_b)
-        white[i] = b.turn
-        cr = b.castling_rights
-        castling[i] = ((cr & chess.BB_H1 and 1) or 0) | ((cr & chess.BB_A1 and 2) or 0) \
-            | ((cr & chess.BB_H8 and 4) or 0) | ((cr & chess.BB_A8 and 8) or 0)
-    planes = bb.astype("<u8").view(np.uint8).reshape(n, 96)
-    return planes, white, castling
+    """The store's encoding of boards (as ingest writes it): planes (N, 96) uint8, White to move
+    (N,) bool, castling bits (N,) uint8 (K=1 Q=2 k=4 q=8)."""
+    rec = np.array([(b.pawns, b.knights, b.bishops, b.rooks, b.queens, b.kings, b.occupied_co[chess.WHITE],
+                     b.castling_rights) for b in boards], dtype=np.uint64).reshape(-1, 8)
+    planes = pack_planes(planes_from_records(*rec[:, :7].T))
+    white = np.fromiter((b.turn for b in boards), dtype=bool, count=len(boards))
+    return planes, white, castling_bits(rec[:, 7])
 
 
 # Simplified Evaluation Function (Tomasz Michniewski): material and piece-square tables, from
