@@ -223,21 +223,33 @@ class AlphaBeta:
             b.push(move)
         return pv
 
-    def _ordered(self, board: chess.Board, moves: list[chess.Move], first: chess.Move | None) -> list[chess.Move]:
-        score = np.empty(len(moves))
+    def _child_scores(self, board: chess.Board, moves: list[chess.Move], ply: int, frontier: bool) -> np.ndarray:
+        """Each move's score for the side making it: children the rules end by the rules (mates
+        first), the rest in one evaluator batch. At the frontier the children are search nodes:
+        they are counted, and one repeating an earlier position is a draw."""
+        scores = np.empty(len(moves))
         pending, boards = [], []
-        for i, m in enumerate(moves):
-            board.push(m)
-            over = _game_over_score(board, 1)
-            if over is None:
-                pending.append(i)
-                boards.append(board.copy(stack=False))
+        for i, move in enumerate(moves):
+            board.push(move)
+            if frontier:
+                self.nodes += 1
+            if frontier and self._seen.get(board._transposition_key(), 0):
+                scores[i] = 0.0
             else:
-                score[i] = -over  # mates first, draws by their score
+                over = _game_over_score(board, ply + 1)
+                if over is not None:
+                    scores[i] = -over
+                else:
+                    pending.append(i)
+                    boards.append(board.copy(stack=False))
             board.pop()
         if boards:
-            score[pending] = -np.clip(np.asarray(self.evaluator.evaluate(boards), dtype=np.float64),
-                                      -EVAL_CLIP, EVAL_CLIP)
+            values = np.clip(np.asarray(self.evaluator.evaluate(boards), dtype=np.float64), -EVAL_CLIP, EVAL_CLIP)
+            scores[pending] = -values
+        return scores
+
+    def _ordered(self, board: chess.Board, moves: list[chess.Move], first: chess.Move | None) -> list[chess.Move]:
+        score = self._child_scores(board, moves, 0, frontier=False)
         order = sorted(range(len(moves)), key=lambda i: -score[i])
         out = [moves[i] for i in order]
         if first is not None and first in out:
@@ -290,24 +302,7 @@ class AlphaBeta:
 
     def _frontier(self, board: chess.Board, moves: list[chess.Move], ply: int) -> tuple[float, chess.Move]:
         """Every child scored at once: game-ending ones by the rules, the rest in one batch."""
-        scores = np.empty(len(moves))
-        pending, boards = [], []
-        for i, move in enumerate(moves):
-            board.push(move)
-            self.nodes += 1
-            if self._seen.get(board._transposition_key(), 0):
-                scores[i] = 0.0
-            else:
-                over = _game_over_score(board, ply + 1)
-                if over is not None:
-                    scores[i] = -over
-                else:
-                    pending.append(i)
-                    boards.append(board.copy(stack=False))
-            board.pop()
-        if boards:
-            values = np.clip(np.asarray(self.evaluator.evaluate(boards), dtype=np.float64), -EVAL_CLIP, EVAL_CLIP)
-            scores[pending] = -values
+        scores = self._child_scores(board, moves, ply, frontier=True)
         i = int(np.argmax(scores))
         return float(scores[i]), moves[i]
 
