@@ -128,20 +128,31 @@ def progress_bar(path: Path, desc: str, unit: str):
         path.unlink(missing_ok=True)
 
 
+def materialize_with_bar(assets: list, selection: list[str] | None, store: Store, instance: dg.DagsterInstance,
+                         run_config: dict, resources: dict, folder: str, desc: str, unit: str, what: str):
+    """One Dagster run with a progress bar fed through the run tag PROGRESS_TAG (a JSON file
+    under <store>/<folder>). Raises SystemExit with the reason when the run fails."""
+    from assets.labels import PROGRESS_TAG
+
+    progress = store.root / folder / f".progress-{os.getpid()}.json"
+    progress.parent.mkdir(parents=True, exist_ok=True)
+    with progress_bar(progress, desc, unit):
+        result = dg.materialize(assets, selection=selection, instance=instance, resources=resources,
+                                run_config={**run_config, **QUIET}, tags={PROGRESS_TAG: str(progress)},
+                                raise_on_error=False)
+    if not result.success:
+        raise SystemExit(f"chess-pipeline: {what} failed: {failure_message(result)}")
+    return result
+
+
 def label_positions(store: Store, instance: dg.DagsterInstance, config: dict, workers: int = 0) -> dict:
     """Materialise `labels` once with this LabelsConfig (as a dict); returns its metadata
     and check results. Raises SystemExit with the reason when the run fails."""
-    from assets.labels import PROGRESS_TAG, labels
+    from assets.labels import labels
 
-    progress = store.root / "labels" / f".progress-{os.getpid()}.json"
-    progress.parent.mkdir(parents=True, exist_ok=True)
-    desc = "re-label" if config.get("relabel") else "label"
-    with progress_bar(progress, desc, "position"):
-        result = dg.materialize([labels], instance=instance, resources=_resources(store, workers),
-                                run_config={"ops": {"labels": {"config": config}}, **QUIET},
-                                tags={PROGRESS_TAG: str(progress)}, raise_on_error=False)
-    if not result.success:
-        raise SystemExit(f"chess-pipeline: labelling failed: {failure_message(result)}")
+    result = materialize_with_bar([labels], None, store, instance, {"ops": {"labels": {"config": config}}},
+                                  _resources(store, workers), "labels",
+                                  "re-label" if config.get("relabel") else "label", "position", "labelling")
     mat = result.get_asset_materialization_events()[0].materialization
     out = {k: v.value for k, v in mat.metadata.items() if not isinstance(v.value, str) or len(v.value) < 200}
     out["checks"] = {e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data.passed
@@ -359,16 +370,8 @@ def cmd_evaluate(args) -> None:
     if args.only != "suites" and all(m in names for m in HEAD_TO_HEAD_MODELS):
         selection.append("eval_head_to_head")
         ops["eval_head_to_head"] = {"config": head}
-    from assets.labels import PROGRESS_TAG
-
-    progress = store.root / "evaluation_results" / f".progress-{os.getpid()}.json"
-    progress.parent.mkdir(parents=True, exist_ok=True)
-    with progress_bar(progress, "evaluate", "step"):
-        result = dg.materialize(evaluation_assets, selection=selection, instance=instance,
-                                resources=_resources(store), run_config={"ops": ops, **QUIET},
-                                tags={PROGRESS_TAG: str(progress)}, raise_on_error=False)
-    if not result.success:
-        raise SystemExit(f"chess-pipeline: evaluation failed: {failure_message(result)}")
+    materialize_with_bar(evaluation_assets, selection, store, instance, {"ops": ops}, _resources(store),
+                         "evaluation_results", "evaluate", "step", "evaluation")
     duck.create_views(store)
     rows = duck.query(store, "SELECT model, suite, metric, round(value, 4) AS value, n FROM evaluation_results "
                              "WHERE model IN (SELECT unnest($models)) AND suite NOT LIKE '%/%' "
