@@ -9,7 +9,6 @@ Each evaluation loads the checkpoint its model asset last materialised (lineage,
 newest file on disk).
 """
 
-import json
 import os
 import time
 from datetime import datetime, timezone
@@ -19,6 +18,7 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from assets.labels import PROGRESS_TAG, WRITE_EVERY_S, write_progress
 from assets.metadata import png_md
 from assets.resources import StockfishResource, StoreResource
 from assets.training import MODELS
@@ -110,11 +110,10 @@ class Progress:
     LOG_EVERY_S = 15.0
 
     def __init__(self, context: dg.AssetExecutionContext, what: str, total: int):
-        from assets.labels import PROGRESS_TAG
 
         self.context, self.what, self.total, self.done = context, what, total, 0
         self.file = context.run.tags.get(PROGRESS_TAG)
-        self.start = self.last = time.monotonic()
+        self.start = self.last = self.last_write = time.monotonic()
 
     def set(self, done: int, total: int | None = None) -> None:
         self.done, self.total = done, total or self.total
@@ -123,9 +122,9 @@ class Progress:
             self.last = now
             rate = self.done / max(now - self.start, 1e-9)
             self.context.log.info(f"{self.done:,} of {self.total:,} {self.what} ({rate:.1f}/s)")
-        if self.file:
-            with atomic_path(Path(self.file)) as tmp:
-                tmp.write_text(json.dumps({"done": self.done, "failed": 0, "total": self.total}))
+        if self.file and (now - self.last_write >= WRITE_EVERY_S or self.done == self.total):
+            self.last_write = now
+            write_progress(Path(self.file), self.done, 0, self.total)
 
     def step(self, n: int = 1) -> None:
         self.set(self.done + n)
@@ -169,7 +168,7 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
     def _suites(context: dg.AssetExecutionContext, config: SuitesConfig, store: StoreResource,
                 stockfish: StockfishResource) -> dg.MaterializeResult:
         from pipeline.engine import Limit
-        from pipeline.evaluation import load_suite, run_suite, suite_files
+        from pipeline.evaluation import load_suite, run_suite, suite_files, suite_name
         from pipeline.plots import kaufman_png, sts_themes_png
         from training.evaluator import NetworkEvaluator
 
@@ -180,12 +179,11 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
         rows, meta = [], {"suites_folder": dg.MetadataValue.path(str(folder))}
         if not files:
             context.log.warning(f"no .epd suites in {folder}: set CHESS_PIPELINE_SUITES or put suites there")
-        progress = Progress(context, "suite positions", len(config.depths) * sum(
-            len(load_suite(f, config.max_positions)) for f in files))
-        for path in files:
-            report, suite_rows = run_suite(evaluator, path, tuple(config.depths), stockfish.pool,
-                                           Limit("depth", config.kaufman_depth), config.max_positions,
-                                           context.log.info, progress.step)
+        suites = {suite_name(f): load_suite(f, config.max_positions) for f in files}
+        progress = Progress(context, "suite positions", len(config.depths) * sum(map(len, suites.values())))
+        for name_, positions in suites.items():
+            report, suite_rows = run_suite(evaluator, name_, positions, tuple(config.depths), stockfish.pool,
+                                           Limit("depth", config.kaufman_depth), context.log.info, progress.step)
             rows += suite_rows
             out = report_dir(st, model)
             for depth, deltas in report.kaufman.items():

@@ -17,7 +17,15 @@ from pipeline.store import atomic_path
 GROUP = "labels"
 PROGRESS_TAG = "chess-pipeline/progress-file"
 """Run tag naming a JSON file the asset keeps up to date with its progress (the CLI's bar)."""
+WRITE_EVERY_S = 0.5
+"""How often a progress file is rewritten at most (the CLI's bar polls it twice a second)."""
 LOG_EVERY_S = 10.0
+
+
+def write_progress(path: Path, done: int, failed: int, total: int) -> None:
+    """The progress file the CLI's bar reads (assets.cli.progress_bar), written atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps({"done": done, "failed": failed, "total": total}))
 
 
 class LabelsConfig(dg.Config):
@@ -85,8 +93,7 @@ def labels(context: dg.AssetExecutionContext, config: LabelsConfig, store: Store
                 f"{p.done:,} of {p.total:,} positions labelled, {p.failed:,} failed, {p.rate:,.0f} positions/s, "
                 f"ETA {_fmt_eta(p.eta_seconds)} (shard {p.shard})")
         if progress_file:
-            with atomic_path(Path(progress_file)) as tmp:
-                tmp.write_text(json.dumps({"done": p.done, "failed": p.failed, "total": p.total}))
+            write_progress(Path(progress_file), p.done, p.failed, p.total)
 
     pool = stockfish.pool
     setting = Setting(pool.name, run.limit)

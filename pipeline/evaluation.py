@@ -71,13 +71,16 @@ def load_suite(path: Path, max_positions: int = 0) -> list[EpdPosition]:
     return positions[:max_positions] if max_positions else positions
 
 
-def run_suite(evaluator: Evaluator, path: Path, depths: tuple[int, ...], pool: EnginePool | None,
-              kaufman_limit: Limit | None, max_positions: int = 0, log: Callable[[str], None] = print,
+def suite_name(path: Path) -> str:
+    return path.name.split(".")[0]
+
+
+def run_suite(evaluator: Evaluator, name: str, positions: list[EpdPosition], depths: tuple[int, ...],
+              pool: EnginePool | None, kaufman_limit: Limit | None, log: Callable[[str], None] = print,
               progress: Callable[[int], None] | None = None) -> tuple[SuiteReport, list[Row]]:
-    """One EPD file at each search depth: STS points (c0/c8/c9 files), solved counts (bm/am),
-    and for Kaufman's test (a file named kaufman*) delta-cp from the engine pool."""
-    positions = load_suite(path, max_positions)
-    name = path.name.split(".")[0]
+    """One suite's positions (load_suite) at each search depth: STS points (c0/c8/c9 files),
+    solved counts (bm/am), and for Kaufman's test (a suite named kaufman*) delta-cp from the
+    engine pool."""
     report = SuiteReport(name, is_sts(positions))
     rows: list[Row] = []
     for depth in depths:
