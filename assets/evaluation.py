@@ -11,6 +11,7 @@ newest file on disk).
 
 import os
 import time
+from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -316,10 +317,7 @@ def elo_ratings(context: dg.AssetExecutionContext, store: StoreResource) -> dg.M
                         params={"endgames": ENDGAME_MATCH}).fetchall()
     if not games:
         raise dg.Failure("no finished evaluation games in match_games: materialise the eval_matches_* assets first")
-    played: dict[str, int] = {}
-    for white, black, _ in games:
-        played[white] = played.get(white, 0) + 1
-        played[black] = played.get(black, 0) + 1
+    played = Counter(p for white, black, _ in games for p in (white, black))
     # The random mover when it finished a game (its unfinished 80-ply games are no result),
     # else the player with the most finished games.
     anchor = ELO_ANCHOR if ELO_ANCHOR in played else max(sorted(played), key=played.get)

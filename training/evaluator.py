@@ -23,7 +23,7 @@ import torch
 from pipeline.datasets import DATASETS
 from pipeline.search import board_arrays
 from training.encoders import Batch, get_encoder
-from training.train import _device, _pov, load_model
+from training.train import load_model, resolve_device, rows_pov
 
 WDL_SCALE = 1000.0
 
@@ -47,7 +47,7 @@ def checkpoint_pov(ck: dict) -> str:
         return source["pov"]
     train = (source.get("splits") or {}).get("train", {}).get("path")
     if train and Path(train).exists():  # checkpoints from before the pov was recorded
-        return _pov(Path(train))
+        return rows_pov(Path(train))
     return DATASETS[ck["config"]["dataset"]].defaults.get("pov", "white")
 
 
@@ -57,7 +57,7 @@ class NetworkEvaluator:
     def __init__(self, checkpoint: Path | str, name: str = "", device: str = "cpu", threads: int = 1):
         if threads:
             torch.set_num_threads(threads)
-        self.device = _device(device)
+        self.device = resolve_device(device)
         self.model, ck = load_model(Path(checkpoint), str(self.device))
         self.model.to(self.device)
         self.ck = ck

@@ -86,7 +86,7 @@ class TrainResult:
     device: str = ""
 
 
-def _device(name: str) -> torch.device:
+def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
@@ -104,7 +104,7 @@ def lineage(folder: Path) -> dict:
     return out
 
 
-def _pov(train: Path) -> str:
+def rows_pov(train: Path) -> str:
     """'side_to_move' when the rows mirror Black-to-move positions (Sabatelli's datasets), else 'white'."""
     if "mirrored" not in pq.read_schema(train).names:
         return "white"
@@ -178,7 +178,7 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
         preset = dataclasses.replace(preset, hidden=tuple(cfg.hidden))
     lr = cfg.lr or preset.lr
     encoder = get_encoder(cfg.encoder)
-    device = _device(cfg.device)
+    device = resolve_device(cfg.device)
     torch.set_num_threads(cfg.threads or os.cpu_count() or 1)
     store = Path(cfg.store)
     folder = dataset_dir(Store(store), cfg.dataset)
@@ -186,7 +186,7 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
         raise FileNotFoundError(f"{folder}/train.parquet not found: materialise the dataset first "
                                 f"(chess-pipeline datasets {cfg.dataset})")
     # The files this run reads (once), and how their rows are oriented (players need it).
-    source = {"name": cfg.dataset, "splits": lineage(folder), "pov": _pov(folder / "train.parquet")}
+    source = {"name": cfg.dataset, "splits": lineage(folder), "pov": rows_pov(folder / "train.parquet")}
     loader = LoaderConfig(batch_size=cfg.batch_size, shuffle_buffer=cfg.shuffle_buffer)
     evaluation = LoaderConfig(batch_size=4096, shuffle=False)
     train_b = ParquetBatches(folder / "train.parquet", loader, seed=cfg.seed, limit=cfg.max_train_rows)
