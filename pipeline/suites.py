@@ -136,12 +136,6 @@ def score_suite(positions: list[EpdPosition], moves: list[chess.Move]) -> SuiteS
     return s
 
 
-def clip_cp(score: int, clip: int = 2000) -> int:
-    """An engine score (cp, or +/-(32000 - plies) for mates) bounded to +/-clip cp, so one
-    missed mate does not swamp an average."""
-    return max(-clip, min(clip, score))
-
-
 @dataclass
 class DeltaCp:
     id: str
@@ -174,11 +168,6 @@ def engine_evaluations(pool: EnginePool, limit: Limit, boards: Iterable[tuple[ob
     return out
 
 
-def mover_score(e: Evaluation, mover_white: bool, clip: int = 2000) -> int:
-    """The score of a position after a move, from the side that made the move."""
-    return clip_cp(e.score if mover_white else -e.score, clip)
-
-
 def kaufman_delta_cp(positions: list[EpdPosition], moves: list[chess.Move], pool: EnginePool, limit: Limit,
                      clip: int = 2000) -> list[DeltaCp]:
     """Sabatelli's delta-cp per position: the engine's score (at `limit`) after the suite's move
@@ -207,9 +196,11 @@ def kaufman_delta_cp(positions: list[EpdPosition], moves: list[chess.Move], pool
 
 
 def _after_score(e: Evaluation, board: chess.Board, mover_white: bool, clip: int) -> int:
-    """A checkmated or stalemated position gets no engine search; score it by the rules."""
+    """The score of the position after a move, from the side that made it, bounded to +/-clip
+    cp (engine mate scores are +/-(32000 - plies)) so one missed mate does not swamp an
+    average. A checkmated or stalemated position gets no engine search: scored by the rules."""
     if board.is_checkmate():
         return clip
     if board.is_stalemate() or board.is_insufficient_material():
         return 0
-    return mover_score(e, mover_white, clip)
+    return max(-clip, min(clip, e.score if mover_white else -e.score))
