@@ -8,8 +8,12 @@ STAMP := $(VENV)/.install-stamp
 
 install: $(STAMP)
 	@scripts/install_stockfish.sh
+	@$(BIN)/python -c "import pipeline._replay" 2>/dev/null || echo "warning: the compiled replay \
+	(pipeline/_replay.c) was not built, so ingest runs its Python loop (about 1.8x slower). Install a C \
+	compiler and the Python headers (Debian: apt-get install build-essential python3-dev), then \
+	run: rm $(STAMP); make install" >&2
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py pipeline/_replay.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first and pinned: the CPU wheel on these machines, never a CUDA download.

@@ -27,6 +27,7 @@ _NOT_JUNK = re.compile(
 )
 RESULTS = frozenset(("1-0", "0-1", "1/2-1/2", "*"))
 EXCERPT_CHARS = 600
+_NO_CAPTURE = np.zeros(1, dtype=bool)  # the start position of a game was reached by no move
 
 # Headers with a column of their own; every other header goes to extra_headers.
 COLUMN_HEADERS = {
@@ -277,7 +278,7 @@ class ChunkBuilder:
         g["extra_headers"].append([(k, v) for k, v in headers.items() if k not in COLUMN_HEADERS])
 
         n = len(records)
-        self.records.extend(records)
+        self.records.append(records)
         self.pos_game.append(np.full(n, gid, dtype=np.int64))
         self.pos_ply.append(np.arange(n, dtype=np.uint16))
         # Side to move alternates from the start position's.
@@ -288,8 +289,8 @@ class ChunkBuilder:
         self.pos_fullmove.append((start_fullmove + plies_before // 2).astype(np.uint16))
         self.pos_move.extend(ucis)
         self.pos_move.append(None)
-        self.pos_capture.append(False)
-        self.pos_capture.extend(captures)
+        self.pos_capture.append(_NO_CAPTURE)
+        self.pos_capture.append(captures)
         self.pos_result.extend([outcome] * n)
         self.pos_welo.extend([welo] * n)
         self.pos_belo.extend([belo] * n)
@@ -300,10 +301,10 @@ class ChunkBuilder:
         return games, rejected, self._positions()
 
     def _positions(self) -> pa.Table:
-        n = len(self.records)
-        if n == 0:
+        if not self.records:
             return POSITIONS_SCHEMA.empty_table()
-        rec = np.array(self.records, dtype=np.uint64)
+        rec = np.concatenate(self.records)
+        n = len(rec)
         planes = encoding.planes_from_records(*rec[:, :7].T)
         turn = np.concatenate(self.pos_turn)
         castling = encoding.castling_bits(rec[:, 7])
@@ -324,7 +325,7 @@ class ChunkBuilder:
             pa.array(rec[:, 9].astype(np.uint16), type=pa.uint16()),
             pa.array(np.concatenate(self.pos_fullmove), type=pa.uint16()),
             pa.array(self.pos_move, type=pa.string()),
-            pa.array(self.pos_capture, type=pa.bool_()),
+            pa.array(np.concatenate(self.pos_capture), type=pa.bool_()),
             pa.array(rec[:, 10].astype(bool), type=pa.bool_()),
             pa.array(self.pos_result, type=pa.string()),
             pa.array(self.pos_welo, type=pa.int32()),

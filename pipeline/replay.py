@@ -14,6 +14,11 @@ candidates, anything the fast path finds odd) goes through python-chess: the sta
 loaded into a chess.Board, parse_san decides (and words the error for illegal or
 ambiguous moves), and push applies the move. The tests replay thousands of real and
 random games both ways and compare every position.
+
+The same loop exists compiled (pipeline/_replay.c, built by the install when a C compiler is
+there): it resolves every SAN shape python-chess's parse_san accepts except long algebraic
+pawn moves, and stops at the first move it cannot resolve to exactly one legal move, which
+then goes to python-chess as above. Without the compiled module the Python loop below runs.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import chess
+import numpy as np
 from chess import (
     BB_DIAG_ATTACKS,
     BB_DIAG_MASKS,
@@ -33,6 +39,11 @@ from chess import (
     BB_RANK_ATTACKS,
     BB_RANK_MASKS,
 )
+
+try:
+    from pipeline import _replay as compiled
+except ImportError:  # no C compiler at install time: the Python loop does the work
+    compiled = None
 
 SQUARE_NAMES = chess.SQUARE_NAMES
 BB_RANK_1 = chess.BB_RANK_1
@@ -47,8 +58,9 @@ _NULL_MOVES = frozenset(("--", "Z0", "0000", "@@@@"))
 
 # Position record: (pawns, knights, bishops, rooks, queens, kings, white, castling_rights,
 # ep_square or 64 for none (python-chess semantics: set after every double push), halfmove_clock,
-# in_check).
+# in_check). replay() returns them as the rows of an (n, 11) uint64 array.
 Record = tuple
+RECORD_FIELDS = 11
 
 
 class ReplayError(ValueError):
@@ -99,6 +111,22 @@ class State:
         b.fullmove_number = self.fullmove
         return b
 
+    def load(self, b: chess.Board) -> None:
+        """Take the position of a board (after python-chess made a move)."""
+        self.pawns, self.knights, self.bishops, self.rooks = b.pawns, b.knights, b.bishops, b.rooks
+        self.queens, self.kings, self.white, self.occupied = b.queens, b.kings, b.occupied_co[chess.WHITE], b.occupied
+        self.turn, self.castling, self.halfmove, self.fullmove = b.turn, b.castling_rights, b.halfmove_clock, b.fullmove_number
+        self.ep = NO_EP if b.ep_square is None else b.ep_square
+
+    def compiled_args(self) -> tuple:
+        """The state as pipeline._replay.replay takes it (and returns it)."""
+        return (self.pawns, self.knights, self.bishops, self.rooks, self.queens, self.kings, self.white,
+                self.turn, self.castling, self.ep, self.halfmove, self.fullmove)
+
+    def record(self, check: bool) -> Record:
+        return (self.pawns, self.knights, self.bishops, self.rooks, self.queens, self.kings, self.white,
+                self.castling, self.ep, self.halfmove, check)
+
 
 _SAN_CACHE: dict[str, tuple] = {}
 
@@ -147,12 +175,46 @@ def _attacked(sq: int, by: int, occ: int, P: int, N: int, B: int, R: int, Q: int
     )
 
 
-def replay(state: State, sans: list[str]) -> tuple[list[Record], list[str], list[bool]]:
+def replay(state: State, sans: list[str]) -> tuple[np.ndarray, list[str], np.ndarray]:
     """Replay SAN moves from `state` (which is modified to the final position).
 
-    Returns one record per position (len(sans) + 1), the UCI of each move, and for each
-    move whether it captured. Raises ReplayError on the first move that is not legal.
+    Returns one record per position (an (len(sans) + 1, 11) uint64 array), the UCI of each
+    move, and for each move whether it captured. Raises ReplayError on the first move that
+    is not legal.
     """
+    if compiled is None:
+        records, ucis, captures = replay_python(state, sans)
+        return np.array(records, dtype=np.uint64).reshape(-1, RECORD_FIELDS), ucis, np.array(captures, dtype=bool)
+    parts: list[bytes] = []
+    ucis: list[str] = []
+    captures: list[bytes] = []
+    start = 0
+    while True:
+        stop, records, done, caps, after = compiled.replay(state.compiled_args(), sans, start, start == 0)
+        parts.append(records)
+        ucis += done
+        captures.append(caps)
+        (state.pawns, state.knights, state.bishops, state.rooks, state.queens, state.kings, state.white,
+         turn, state.castling, state.ep, state.halfmove, state.fullmove) = after
+        state.turn = bool(turn)
+        state.occupied = state.pawns | state.knights | state.bishops | state.rooks | state.queens | state.kings
+        if stop == len(sans):
+            break
+        # A move the compiled loop leaves to python-chess (which decides, or raises).
+        board = state.to_board()
+        move = _parse_san_or_raise(board, sans[stop], stop)
+        captures.append(b"\x01" if board.is_capture(move) else b"\x00")
+        ucis.append(move.uci())
+        board.push(move)
+        state.load(board)
+        parts.append(np.array(state.record(board.is_check()), dtype=np.uint64).tobytes())
+        start = stop + 1
+    records = np.frombuffer(b"".join(parts), dtype=np.uint64).reshape(-1, RECORD_FIELDS)
+    return records, ucis, np.frombuffer(b"".join(captures), dtype=bool)
+
+
+def replay_python(state: State, sans: list[str]) -> tuple[list[Record], list[str], list[bool]]:
+    """The Python replay loop: records as tuples, the UCI of each move, captures."""
     P, N, B, R, Q, K = state.pawns, state.knights, state.bishops, state.rooks, state.queens, state.kings
     W, O = state.white, state.occupied
     turn, cr, ep, hm, fm = state.turn, state.castling, state.ep, state.halfmove, state.fullmove
@@ -313,10 +375,6 @@ def replay(state: State, sans: list[str]) -> tuple[list[Record], list[str], list
                 continue
         if frm < 0:
             # Slow path: python-chess decides and applies.
-            if san in _NULL_MOVES:
-                raise ReplayError(ply, san, "null move in the mainline")
-            if "@" in san:
-                raise ReplayError(ply, san, "piece drop (a crazyhouse-style move) in a standard game")
             board = State(P, N, B, R, Q, K, W, O, turn, cr, ep, hm, fm).to_board()
             move = _parse_san_or_raise(board, san, ply)
             captured = board.is_capture(move)
@@ -342,6 +400,10 @@ def replay(state: State, sans: list[str]) -> tuple[list[Record], list[str], list
 
 
 def _parse_san_or_raise(board: chess.Board, san: str, ply: int) -> chess.Move:
+    if san in _NULL_MOVES:
+        raise ReplayError(ply, san, "null move in the mainline")
+    if "@" in san:
+        raise ReplayError(ply, san, "piece drop (a crazyhouse-style move) in a standard game")
     try:
         move = board.parse_san(san)
     except chess.IllegalMoveError as e:

@@ -1,16 +1,35 @@
-"""The fast replay against python-chess: every position of real games, random games, illegal moves."""
+"""The fast replay against python-chess: every position of real games, random games, illegal moves.
+
+Every test runs twice: with the compiled loop (pipeline/_replay.c) and with the Python one.
+"""
 
 import io
+import os
 import random
 
 import chess
 import chess.pgn
 import chess.polyglot
 import numpy as np
+import pytest
 
 from pipeline import encoding
+from pipeline import replay as replay_module
 from pipeline.archive import RawGame, iter_raw_games
-from pipeline.games import process_games
+from pipeline.games import process_games, split_game, tokenize
+from pipeline.replay import ReplayError, State, replay
+
+
+@pytest.fixture(params=["compiled", "python"], autouse=True)
+def implementation(request, monkeypatch):
+    if request.param == "python":
+        monkeypatch.setattr(replay_module, "compiled", None)
+    elif replay_module.compiled is None:
+        msg = "the compiled replay (pipeline/_replay.c) is not built: was a C compiler there at install?"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg + " The Python loop is still tested.")
+    return request.param
 
 
 def _expected_rows(board: chess.Board, moves: list[chess.Move]):
@@ -103,3 +122,90 @@ def test_illegal_moves_are_rejected_exactly_when_python_chess_rejects():
     kept = set(games.column("game_index").to_pylist())
     assert [i in kept for i in range(len(texts))] == truth
     assert 0 < len(kept) < len(texts)  # both outcomes are exercised
+
+
+def _python_chess_facts(board: chess.Board) -> tuple:
+    return (board.pawns, board.knights, board.bishops, board.rooks, board.queens, board.kings,
+            board.occupied_co[chess.WHITE], board.castling_rights,
+            64 if board.ep_square is None else board.ep_square, board.halfmove_clock, board.is_check())
+
+
+HAND_CASES = {
+    # name: (start FEN or None, SAN moves); python-chess says which are legal.
+    "en passant": (None, ["e4", "Nf6", "e5", "d5", "exd6", "exd6"]),
+    "en passant exposing the king on the rank": ("8/8/8/KPp4r/8/8/8/7k w - c6 0 2", ["bxc6"]),
+    "en passant without a file letter is a push": (None, ["e4", "Nf6", "e5", "d5", "d6"]),
+    "castling both ways": ("r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1", ["O-O", "O-O-O", "Rfe1", "Kb7"]),
+    "castling written with zeros": ("r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1", ["0-0-0", "0-0"]),
+    "castling through an attacked square": ("r3k2r/8/8/8/8/8/6b1/R3K2R w KQkq - 0 1", ["O-O"]),
+    "castling queenside past an attacked b-file": ("r3k2r/8/8/8/8/8/1r6/R3K2R w KQk - 0 1", ["O-O-O"]),
+    "castling out of check": ("r3k2r/8/8/8/8/8/4r3/R3K2R w KQkq - 0 1", ["O-O"]),
+    "castling after the rook was captured": ("r3k2r/8/8/8/8/8/7b/R3K2R b KQkq - 0 1", ["Bg1", "Kd1", "Bh2", "Ke1", "Bg1", "O-O"]),
+    "castling after the rook moved and came back": ("r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1", ["Rh2", "Kd8", "Rh1", "Ke8", "O-O"]),
+    "promotion with capture": ("1n5k/P7/8/8/8/8/8/7K w - - 0 1", ["axb8=N", "Kg8", "Nd7"]),
+    "promotion without the equals sign": ("1n5k/P7/8/8/8/8/8/7K w - - 0 1", ["a8Q+"]),
+    "lowercase promotion": ("1n5k/P7/8/8/8/8/8/7K w - - 0 1", ["a8=q"]),
+    "promotion missing its piece": ("1n5k/P7/8/8/8/8/8/7K w - - 0 1", ["a8"]),
+    "promotion to a king": ("1n5k/P7/8/8/8/8/8/7K w - - 0 1", ["a8=K"]),
+    "promotion on a move that does not promote": (None, ["e4=Q"]),
+    "black promotes": ("7k/8/8/8/8/8/p7/7K b - - 0 1", ["a1=R+", "Kg2"]),
+    "the pinned knight cannot be the one": ("4k3/8/8/8/4r3/8/2N1N3/4K3 w - - 0 1", ["Nd4"]),
+    "overspecified moves": ("4k3/8/8/8/4r3/8/2N1N3/4K3 w - - 0 1", ["Nc2d4", "Kd7", "Nd4-b5"]),
+    "the pinned knight named": ("4k3/8/8/8/4r3/8/2N1N3/4K3 w - - 0 1", ["Ned4"]),
+    "ambiguous knights": ("4k3/8/8/8/8/8/2N1N3/4K3 w - - 0 1", ["Nd4"]),
+    "disambiguated by rank": ("4k3/8/8/8/R7/8/8/R3K3 w - - 0 1", ["R4a2", "Kd7", "R1a3"]),
+    "long algebraic pawn moves": (None, ["e2e4", "e7-e5", "Ng1f3"]),
+    "king steps two squares": (None, ["e4", "e5", "Nf3", "Nc6", "Bc4", "Nf6", "Kg1"]),
+    "king walks into check": ("4k3/8/8/8/8/8/3r4/4K3 w - - 0 1", ["Kd1"]),
+    "king captures a defended piece": ("4k3/8/8/8/8/3r4/3r4/4K3 w - - 0 1", ["Kxd2"]),
+    "pawn push blocked": (None, ["e4", "e5", "e5"]),
+    "double step through a piece": ("4k3/8/8/8/8/4n3/4P3/4K3 w - - 0 1", ["e4"]),
+    "capture onto an empty square": (None, ["exd3"]),
+    "fool's mate": (None, ["f3", "e5", "g4", "Qh4#"]),
+    "capture of own piece": (None, ["Nxd2"]),
+    "null move": (None, ["e4", "--"]),
+    "piece drop": (None, ["e4", "N@f6"]),
+    "a move after checkmate": (None, ["f3", "e5", "g4", "Qh4#", "e4"]),
+}
+
+
+@pytest.mark.parametrize("case", HAND_CASES)
+def test_hand_cases_equal_python_chess(case):
+    fen, sans = HAND_CASES[case]
+    board = chess.Board(fen) if fen else chess.Board()
+    expected = [_python_chess_facts(board)]
+    ucis, captures, error_ply = [], [], None
+    for ply, san in enumerate(sans):
+        try:
+            move = board.parse_san(san)
+            if not move:
+                raise ValueError("null move")
+        except ValueError:
+            error_ply = ply
+            break
+        ucis.append(move.uci())
+        captures.append(board.is_capture(move))
+        board.push(move)
+        expected.append(_python_chess_facts(board))
+    state = State.from_board(chess.Board(fen) if fen else chess.Board())
+    if error_ply is not None:
+        with pytest.raises(ReplayError) as e:
+            replay(state, sans)
+        assert e.value.ply == error_ply
+        return
+    records, our_ucis, our_captures = replay(state, sans)
+    assert [tuple(int(v) for v in r[:10]) + (bool(r[10]),) for r in records] == expected
+    assert (our_ucis, our_captures.tolist()) == (ucis, captures)
+    assert state.to_board().fen() == board.fen()
+
+
+@pytest.mark.parametrize("implementation", ["compiled"], indirect=True)
+def test_compiled_loop_resolves_every_move_of_real_games(fics_2022):
+    """On real FICS games python-chess is never needed: no move falls back."""
+    moves = 0
+    for raw in iter_raw_games(fics_2022):
+        sans, _ = tokenize(split_game(raw.text)[1])
+        stop, *_ = replay_module.compiled.replay(State.from_board(chess.Board()).compiled_args(), sans, 0, True)
+        assert stop == len(sans), (raw.index, sans[stop])
+        moves += len(sans)
+    assert moves > 160_000
