@@ -165,6 +165,9 @@ def _split_games(stream: BinaryIO, name: str) -> Iterator[RawGame]:
     lines: list[bytes] = []
     in_movetext = False
     in_comment = False
+    # Whether the game has a line other than tag pairs: only then does a blank line after
+    # its tag section end it (tag-only games end at the next tag line or at EOF).
+    has_moves = False
     checked = False
     try:
         for line in stream:
@@ -179,38 +182,39 @@ def _split_games(stream: BinaryIO, name: str) -> Iterator[RawGame]:
                 if b"\x00" in line:
                     raise ArchiveError(f"{name}: binary data (NUL bytes) after game {index}")
                 lines.append(line)
-                in_movetext = not stripped.startswith(b"[")
+                in_movetext = has_moves = not stripped.startswith(b"[")
                 in_comment = _comment_state(line, False) if in_movetext else False
                 continue
             if not in_movetext:
-                if stripped.startswith(b"["):
-                    lines.append(line)
-                elif not stripped:
-                    in_movetext = True  # the blank line between tags and movetext
-                    lines.append(line)
-                else:
+                lines.append(line)
+                if not stripped.startswith(b"["):
+                    # The blank line between tags and movetext, or movetext right after the tags.
                     in_movetext = True
-                    lines.append(line)
-                    in_comment = _comment_state(line, False)
+                    if stripped:
+                        has_moves = True
+                        in_comment = _comment_state(line, False)
                 continue
             # In movetext.
-            if not in_comment and not stripped:
-                if _has_moves_or_result(lines):
+            if not in_comment:
+                if not stripped:
+                    if has_moves:
+                        yield RawGame(index, _decode(b"".join(lines)).replace("\r\n", "\n"), True)
+                        index += 1
+                        lines = []
+                        in_movetext = False
+                    continue
+                if stripped.startswith(b"[") and _looks_like_tag(stripped):
+                    # Next game's tags without a separating blank line.
                     yield RawGame(index, _decode(b"".join(lines)).replace("\r\n", "\n"), True)
                     index += 1
-                    lines = []
-                    in_movetext = False
-                continue
-            if not in_comment and stripped.startswith(b"[") and _looks_like_tag(stripped):
-                # Next game's tags without a separating blank line.
-                yield RawGame(index, _decode(b"".join(lines)).replace("\r\n", "\n"), True)
-                index += 1
-                lines = [line]
-                in_movetext = False
-                continue
+                    lines = [line]
+                    in_movetext = has_moves = False
+                    continue
             if b"\x00" in line:
                 raise ArchiveError(f"{name}: binary data (NUL bytes) in game {index}")
             lines.append(line)
+            if stripped and not stripped.startswith(b"["):
+                has_moves = True
             in_comment = _comment_state(line, in_comment)
     except (EOFError, OSError, zstandard.ZstdError) as e:
         raise ArchiveError(f"{name}: archive is truncated or corrupt after {index} games: {e}") from e
@@ -227,22 +231,23 @@ def _comment_state(line: bytes, in_comment: bool) -> bool:
     """Whether a brace comment is still open after this movetext line."""
     if b"{" not in line and b"}" not in line:
         return in_comment
-    for ch in line:
+    i = 0
+    while True:
         if in_comment:
-            if ch == 0x7D:  # }
-                in_comment = False
-        elif ch == 0x7B:  # {
-            in_comment = True
-        elif ch == 0x3B:  # ; rest-of-line comment
-            break
-    return in_comment
-
-
-def _has_moves_or_result(lines: list[bytes]) -> bool:
-    # A blank line right after the tag section separates tags from movetext; only a
-    # blank line after movetext ends the game. Tag-only games end at the next tag line
-    # or at EOF.
-    return any(not ln.strip().startswith(b"[") for ln in lines if ln.strip())
+            i = line.find(b"}", i)
+            if i < 0:
+                return True
+            in_comment = False
+            i += 1
+            continue
+        brace = line.find(b"{", i)
+        semicolon = line.find(b";", i)
+        if semicolon >= 0 and (brace < 0 or semicolon < brace):
+            return False  # a rest-of-line comment hides everything after it
+        if brace < 0:
+            return False
+        in_comment = True
+        i = brace + 1
 
 
 _RESULTS = ("1-0", "0-1", "1/2-1/2", "*")
