@@ -194,12 +194,12 @@ def atomic_path(dest: Path):
 class AtomicParquetWriter:
     """Streams record batches into a Parquet file that appears only on commit."""
 
-    def __init__(self, dest: Path, schema: pa.Schema):
+    def __init__(self, dest: Path, schema: pa.Schema, options: Mapping | None = None):
         self.dest = Path(dest)
         self.schema = schema
         self._ctx = atomic_path(self.dest)
         self._tmp = self._ctx.__enter__()
-        self._writer = pq.ParquetWriter(self._tmp, schema, **PARQUET_OPTIONS)
+        self._writer = pq.ParquetWriter(self._tmp, schema, **(PARQUET_OPTIONS if options is None else options))
         self.rows = 0
 
     def write(self, table: pa.Table) -> None:
