@@ -16,7 +16,9 @@ class IngestRunConfig(dg.Config):
     workers: int = 0
     """Worker processes for this archive; 0 = one per core."""
     chunk_games: int = 2000
-    """Games per unit of work and per Parquet row group."""
+    """Games per Parquet row group (a multiple of batch_games)."""
+    batch_games: int = 250
+    """Games per unit of work sent to a worker process."""
 
 @dg.multi_asset(
     specs=[
@@ -51,7 +53,7 @@ def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, s
             last[0] = time.monotonic()
             context.log.info(f"{s.games + s.rejected:,} games, {s.plies:,} plies, {s.plies_per_second:,.0f} plies/s")
 
-    stats = ingest_archive(st, key, path, IngestConfig(workers=config.workers, chunk_games=config.chunk_games), progress)
+    stats = ingest_archive(st, key, path, IngestConfig(workers=config.workers, chunk_games=config.chunk_games, batch_games=config.batch_games), progress)
     in_file = count_games_python_chess(path)
     positions_expected = expected_positions(st, key)
     context.log.info(

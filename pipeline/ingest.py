@@ -49,8 +49,8 @@ class IngestConfig:
     workers: int = 0
     """Worker processes; 0 means one per core. 1 parses in the calling process."""
     chunk_games: int = 2000
-    """Games per Parquet row group. Fixed, so output files do not depend on the number of
-    workers."""
+    """Games per Parquet row group. With batch_games it fixes the file's layout, so output
+    files do not depend on the number of workers."""
     batch_games: int = 250
     """Games per unit of work sent to a worker: small enough to spread an archive of a few
     thousand games over every core; chunk_games must be a multiple of it."""
