@@ -102,7 +102,7 @@ def _pool(workers: int) -> ProcessPoolExecutor:
 
 
 def _start_workers(pool: ProcessPoolExecutor, workers: int) -> None:
-    # Each submit to an idle-less pool starts one worker process.
+    # While no worker is idle, each submit starts one more process (up to max_workers).
     for f in [pool.submit(int) for _ in range(workers)]:
         f.result()
 

@@ -123,6 +123,13 @@ class State:
         return (self.pawns, self.knights, self.bishops, self.rooks, self.queens, self.kings, self.white,
                 self.turn, self.castling, self.ep, self.halfmove, self.fullmove)
 
+    def set_compiled(self, values: tuple) -> None:
+        """Take the state pipeline._replay.replay returns."""
+        (self.pawns, self.knights, self.bishops, self.rooks, self.queens, self.kings, self.white,
+         turn, self.castling, self.ep, self.halfmove, self.fullmove) = values
+        self.turn = bool(turn)
+        self.occupied = self.pawns | self.knights | self.bishops | self.rooks | self.queens | self.kings
+
     def record(self, check: bool) -> Record:
         return (self.pawns, self.knights, self.bishops, self.rooks, self.queens, self.kings, self.white,
                 self.castling, self.ep, self.halfmove, check)
@@ -194,10 +201,7 @@ def replay(state: State, sans: list[str]) -> tuple[np.ndarray, list[str], np.nda
         parts.append(records)
         ucis += done
         captures.append(caps)
-        (state.pawns, state.knights, state.bishops, state.rooks, state.queens, state.kings, state.white,
-         turn, state.castling, state.ep, state.halfmove, state.fullmove) = after
-        state.turn = bool(turn)
-        state.occupied = state.pawns | state.knights | state.bishops | state.rooks | state.queens | state.kings
+        state.set_compiled(after)
         if stop == len(sans):
             break
         # A move the compiled loop leaves to python-chess (which decides, or raises).
