@@ -42,6 +42,11 @@ WRITE_OPTIONS = {
 }
 
 
+# Below this many games starting worker processes (about 0.3 s) costs more than they gain:
+# the archive is parsed in the calling process.
+POOL_MIN_GAMES = 2000
+
+
 @dataclass(frozen=True)
 class IngestConfig:
     """How one archive is ingested."""
@@ -117,9 +122,10 @@ def _batch_results(path: Path, key: str, config: IngestConfig) -> Iterator[tuple
     """Processed batches in archive order, with at most 4 x workers batches in flight."""
     workers = config.workers or os.cpu_count() or 1
     batches = _chunks(iter_raw_games(path), config.batch_games)
-    head = list(islice(batches, 2))
-    if workers == 1 or len(head) < 2:
-        # One batch (or one worker): a process pool would only add its start-up time.
+    enough = -(-POOL_MIN_GAMES // config.batch_games)
+    head = list(islice(batches, enough))
+    if workers == 1 or len(head) < enough:
+        # A small archive (or one worker): a process pool would only add its start-up time.
         for batch in chain(head, batches):
             yield process_games(key, batch)
         return
