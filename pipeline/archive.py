@@ -229,8 +229,11 @@ def _looks_like_tag(stripped: bytes) -> bool:
 
 def _comment_state(line: bytes, in_comment: bool) -> bool:
     """Whether a brace comment is still open after this movetext line."""
-    if b"{" not in line and b"}" not in line:
-        return in_comment
+    if b";" not in line:
+        # Braces do not nest: the line's last brace decides ('{' opens or is inside a comment,
+        # '}' closes one or is stray outside any).
+        opening, closing = line.rfind(b"{"), line.rfind(b"}")
+        return in_comment if opening == closing else opening > closing
     i = 0
     while True:
         if in_comment:

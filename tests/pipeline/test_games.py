@@ -3,13 +3,14 @@
 import bz2
 import gzip
 import io
+import random
 
 import chess
 import chess.pgn
 import pytest
 import zstandard
 
-from pipeline.archive import ArchiveError, detect_compression, iter_raw_games
+from pipeline.archive import ArchiveError, _comment_state, detect_compression, iter_raw_games
 from pipeline.games import process_games
 from tests.fixtures_pgn import LATIN1_EXPECT, NASTY, nasty_bytes
 
@@ -127,3 +128,22 @@ def test_game_counts_match_python_chess_on_every_shared_archive(shared_data):
     assert len(files) >= 17
     for f in files:
         assert sum(1 for _ in iter_raw_games(f)) == count_games_python_chess(f), f.name
+
+
+def _comment_state_by_character(line: bytes, in_comment: bool) -> bool:
+    for ch in line:
+        if in_comment:
+            in_comment = ch != ord("}")
+        elif ch == ord("{"):
+            in_comment = True
+        elif ch == ord(";"):
+            break
+    return in_comment
+
+
+def test_comment_state_equals_a_character_by_character_scan():
+    rng = random.Random(3)
+    for _ in range(5000):
+        line = bytes(rng.choice(b"{};e4 ") for _ in range(rng.randrange(12)))
+        for start in (False, True):
+            assert _comment_state(line, start) == _comment_state_by_character(line, start), (line, start)
