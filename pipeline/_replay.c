@@ -1,4 +1,5 @@
-/* Compiled SAN replay: the hot loop of pipeline.replay, in C.
+/* Compiled ingest loops: SAN replay (the hot loop of pipeline.replay) and the movetext
+ * tokenizer (pipeline.games.tokenize), in C.
  *
  * replay(state, sans, start, emit_initial) replays sans[start:] from state and stops at the
  * first move it does not resolve to exactly one legal move: an unusual SAN shape (long
@@ -408,14 +409,172 @@ fail:
     return NULL;
 }
 
+/* ---- Movetext tokenizer ------------------------------------------------------------------
+ *
+ * tokenize(movetext) -> (sans, result) or None. The same answer as pipeline.games.tokenize's
+ * regular expressions for movetext made of move numbers, SAN moves, castling, results, brace
+ * and rest-of-line comments, escape lines, NAGs, !? glyphs, + # and =. Anything else
+ * (variations, null moves, drops, non-ASCII, text the expressions would call junk or split
+ * differently) gives None and the Python tokenizer decides.
+ */
+
+static inline int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+static inline int is_file(char c) { return c >= 'a' && c <= 'h'; }
+static inline int is_rank(char c) { return c >= '1' && c <= '8'; }
+static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* Length of the regex [NBKRQ]?[a-h]?[1-8]?[\-x]?[a-h][1-8](?:=?[nbrqkNBRQK])? matched at s
+ * (n chars left), 0 if none. The optional parts are tried take-first, in order, as the
+ * regex engine backtracks. */
+static Py_ssize_t san_length(const char *s, Py_ssize_t n) {
+    for (int mask = 0; mask < 16; mask++) {
+        /* bit 3: piece, 2: file, 1: rank, 0: separator; take (bit clear) is tried first. */
+        Py_ssize_t i = 0;
+        if (!(mask & 8)) {
+            if (i < n && strchr("NBKRQ", s[i]) && s[i]) i++;
+            else continue;
+        }
+        if (!(mask & 4)) {
+            if (i < n && is_file(s[i])) i++;
+            else continue;
+        }
+        if (!(mask & 2)) {
+            if (i < n && is_rank(s[i])) i++;
+            else continue;
+        }
+        if (!(mask & 1)) {
+            if (i < n && (s[i] == '-' || s[i] == 'x')) i++;
+            else continue;
+        }
+        if (i + 1 < n && is_file(s[i]) && is_rank(s[i + 1])) {
+            i += 2;
+            if (i + 1 < n && s[i] == '=' && s[i + 1] && strchr("nbrqkNBRQK", s[i + 1])) i += 2;
+            else if (i < n && s[i] && strchr("nbrqkNBRQK", s[i])) i += 1;
+            return i;
+        }
+    }
+    return 0;
+}
+
+/* End of the run of digits at i, or -1 when it holds 0000: the expressions find the null
+ * move there. */
+static Py_ssize_t digits_end(const char *s, Py_ssize_t i, Py_ssize_t n) {
+    int zeros = 0;
+    for (; i < n && is_digit(s[i]); i++) {
+        zeros = s[i] == '0' ? zeros + 1 : 0;
+        if (zeros == 4) return -1;
+    }
+    return i;
+}
+
+static inline int starts(const char *s, Py_ssize_t n, const char *word) {
+    Py_ssize_t k = (Py_ssize_t)strlen(word);
+    return n >= k && !memcmp(s, word, (size_t)k);
+}
+
+static PyObject *py_tokenize(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_ssize_t n;
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "movetext must be str");
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(arg)) Py_RETURN_NONE;
+    const char *s = PyUnicode_AsUTF8AndSize(arg, &n);
+    if (!s) return NULL;
+    PyObject *sans = PyList_New(0);
+    if (!sans) return NULL;
+    const char *result = NULL;
+    Py_ssize_t result_len = 0;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        char c = s[i];
+        const char *rest = s + i;
+        Py_ssize_t left = n - i;
+        if (is_space(c)) {
+            i++;
+        } else if (c == '{') {
+            const char *close = memchr(rest + 1, '}', (size_t)(left - 1));
+            i = close ? (close - s) + 1 : n;
+        } else if (c == ';' || (c == '%' && (i == 0 || s[i - 1] == '\n'))) {
+            const char *eol = memchr(rest, '\n', (size_t)left);
+            i = eol ? eol - s : n;
+        } else if (c == '!' || c == '?' || c == '+' || c == '#' || c == '=') {
+            i++;
+        } else if (c == '$') {
+            Py_ssize_t j = digits_end(s, i + 1, n);
+            if (j < 0 || j == i + 1 || (j < n && !is_space(s[j]) && s[j] != '{')) goto unsure;
+            i = j;
+        } else if (c == '*') {
+            result = "*";
+            result_len = 1;
+            i++;
+        } else if (is_digit(c)) {
+            /* A SAN token may start at a rank digit ("1e4"): leave that to the expressions. */
+            if (is_rank(c) && (san_length(rest, left) > 0)) goto unsure;
+            Py_ssize_t j = digits_end(s, i, n);
+            if (j < 0) goto unsure;
+            while (j < n && is_space(s[j])) j++;
+            if (j < n && s[j] == '.') {
+                while (j < n && s[j] == '.') j++;
+                i = j;
+            } else if (starts(rest, left, "1/2-1/2")) {
+                result = "1/2-1/2";
+                result_len = 7;
+                i += 7;
+            } else if (starts(rest, left, "1-0") || starts(rest, left, "0-1")) {
+                result = rest;
+                result_len = 3;
+                i += 3;
+            } else if (starts(rest, left, "0-0")) {
+                Py_ssize_t k = starts(rest, left, "0-0-0") ? 5 : 3;
+                PyObject *tok = PyUnicode_FromStringAndSize(rest, k);
+                if (!tok || PyList_Append(sans, tok) < 0) {
+                    Py_XDECREF(tok);
+                    goto fail;
+                }
+                Py_DECREF(tok);
+                i += k;
+            } else {
+                goto unsure;
+            }
+        } else {
+            Py_ssize_t k = 0;
+            if (c == 'O') {
+                if (starts(rest, left, "O-O-O")) k = 5;
+                else if (starts(rest, left, "O-O")) k = 3;
+            } else {
+                k = san_length(rest, left);
+            }
+            if (!k) goto unsure;
+            PyObject *tok = PyUnicode_FromStringAndSize(rest, k);
+            if (!tok || PyList_Append(sans, tok) < 0) {
+                Py_XDECREF(tok);
+                goto fail;
+            }
+            Py_DECREF(tok);
+            i += k;
+        }
+    }
+    if (!result) return Py_BuildValue("(NO)", sans, Py_None);
+    return Py_BuildValue("(Ns#)", sans, result, result_len);
+unsure:
+    Py_DECREF(sans);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(sans);
+    return NULL;
+}
+
 static PyMethodDef METHODS[] = {
+    {"tokenize", py_tokenize, METH_O, "tokenize(movetext) -> (sans, result) or None"},
     {"replay", py_replay, METH_VARARGS,
      "replay(state, sans, start, emit_initial) -> (stop, records, ucis, captures, state)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "pipeline._replay",
-                                    "Compiled SAN replay (see pipeline.replay).", -1, METHODS};
+                                    "Compiled SAN replay and movetext tokenizer (see pipeline.replay, pipeline.games).", -1, METHODS};
 
 PyMODINIT_FUNC PyInit__replay(void) {
     init_tables();

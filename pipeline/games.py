@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from pipeline import encoding
 from pipeline.archive import RawGame
-from pipeline.replay import NO_EP, ReplayError, State, replay
+from pipeline.replay import NO_EP, ReplayError, State, compiled, replay
 
 # Comments ({...}, unclosed ones to the end), rest-of-line comments and escape lines.
 _STRIP = re.compile(r"\{[^}]*\}?|;[^\n]*|^%[^\n]*", re.M)
@@ -98,7 +98,20 @@ def split_game(text: str) -> tuple[dict[str, str], str]:
 
 
 def tokenize(movetext: str) -> tuple[list[str], str | None]:
-    """Mainline SAN tokens and the result marker that ends the mainline (None if absent)."""
+    """Mainline SAN tokens and the result marker that ends the mainline (None if absent).
+
+    The compiled tokenizer answers for plain movetext (moves, numbers, comments, NAGs,
+    results) and leaves everything else (variations, junk, null moves) to the expressions.
+    """
+    if compiled is not None:
+        found = compiled.tokenize(movetext)
+        if found is not None:
+            return found
+    return tokenize_python(movetext)
+
+
+def tokenize_python(movetext: str) -> tuple[list[str], str | None]:
+    """tokenize() with regular expressions only."""
     body = _STRIP.sub(" ", movetext) if ("{" in movetext or ";" in movetext or "%" in movetext) else movetext
     tokens = _TOKEN.findall(body)
     junk = _NOT_JUNK.sub("", body)

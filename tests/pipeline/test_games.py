@@ -11,7 +11,7 @@ import pytest
 import zstandard
 
 from pipeline.archive import ArchiveError, _comment_state, detect_compression, iter_raw_games
-from pipeline.games import process_games
+from pipeline.games import Rejected, process_games, split_game, tokenize_python
 from tests.fixtures_pgn import LATIN1_EXPECT, NASTY, nasty_bytes
 
 
@@ -147,3 +147,45 @@ def test_comment_state_equals_a_character_by_character_scan():
         line = bytes(rng.choice(b"{};e4 ") for _ in range(rng.randrange(12)))
         for start in (False, True):
             assert _comment_state(line, start) == _comment_state_by_character(line, start), (line, start)
+
+
+def _python_tokens(text: str):
+    try:
+        return tokenize_python(text)
+    except Rejected:
+        return "rejected"
+
+
+def test_compiled_tokenizer_equals_the_expressions_on_every_shared_game(shared_data, compiled):
+    texts = [split_game(raw.text)[1] for f in sorted((shared_data / "pgn").rglob("*")) if f.is_file()
+             for raw in iter_raw_games(f)]
+    assert len(texts) > 11_000
+    for text in texts:
+        ours = compiled.tokenize(text)
+        assert ours is not None, text[:200]  # plain movetext: never left to the expressions
+        assert ours == _python_tokens(text)
+
+
+_FRAGMENTS = ["1.", "12.", "3...", "1 .", "e4", "exd5", "Nf3", "Nbd7", "R1e2", "Qh4xe1", "e8=Q", "e8Q", "exf8=n",
+              "O-O", "O-O-O", "0-0", "0-0-0", "1-0", "0-1", "1/2-1/2", "*", "{comment}", "{a; b}", "{unclosed",
+              "; rest\n", "\n%escape\n", "%", "$1", "$12", "!", "?!", "+", "#", "=", "(", ")", "--", "Z0", "0000",
+              "N@f6", "P", "e", "1e4", "xd5", "-e4", "e2e4", "Kxe1", "\u00e9", "\t", "\x1c", "10", "1-0-0", "$",
+              "e4+", "Nf3#", "b8b", ".", "9.", "a1", "h8=K", "00009."]
+
+
+def test_compiled_tokenizer_equals_the_expressions_or_defers(compiled):
+    """Random movetext, plausible and not: whenever the compiled tokenizer answers, it is the
+    expressions' answer (and when they would reject the text, it defers)."""
+    rng = random.Random(5)
+    alphabet = "0123456789abcdefghNBRQKOPZx-=+#!?$.{}; \n%*/()@nbrqk"
+    answered = 0
+    for i in range(40_000):
+        if i % 2:
+            text = "".join(rng.choice(_FRAGMENTS) + rng.choice(["", " ", "\n"]) for _ in range(rng.randrange(1, 8)))
+        else:
+            text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 14)))
+        ours = compiled.tokenize(text)
+        if ours is not None:
+            answered += 1
+            assert ours == _python_tokens(text), repr(text)
+    assert answered > 5_000
