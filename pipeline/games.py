@@ -80,21 +80,31 @@ def game_id(archive: str, index: int) -> int:
 def split_game(text: str) -> tuple[dict[str, str], str]:
     """Tag pairs (in order; the first of a repeated tag wins, as in python-chess) and movetext."""
     headers: dict[str, str] = {}
-    lines = text.split("\n")
-    i = 0
-    while i < len(lines):
-        line = lines[i]
+    # The run of plain tag lines a game usually starts with is read by one scanner: each
+    # match gives what python-chess's TAG_REGEX gives the stripped line. The loop reads on
+    # from the first other line (blank, escape and comment lines are skipped) to the first
+    # line that is not a tag: the movetext starts there.
+    start = 0
+    for m in iter(_TAG_LINE.scanner(text).match, None):
+        headers.setdefault(*m.groups())
+        start = m.end()
+    n = len(text)
+    while start < n:
+        newline = text.find("\n", start)
+        stop = n if newline < 0 else newline
+        line = text[start:stop]
         s = line.strip()
-        if not s or line.startswith("%") or line.startswith(";"):
-            i += 1
-            continue
-        if not s.startswith("["):
-            break
-        m = chess.pgn.TAG_REGEX.match(s)
-        if m and m.group(1) not in headers:
-            headers[m.group(1)] = m.group(2)
-        i += 1
-    return headers, "\n".join(lines[i:])
+        if s and not line.startswith(("%", ";")):
+            if not s.startswith("["):
+                break
+            m = chess.pgn.TAG_REGEX.match(s)
+            if m and m.group(1) not in headers:
+                headers[m.group(1)] = m.group(2)
+        start = stop + 1
+    return headers, text[start:]
+
+
+_TAG_LINE = re.compile(r'\[([A-Za-z0-9][A-Za-z0-9_+#=:-]*)[ \t]+"([^\r\n]*)"\][ \t]*\n')
 
 
 def tokenize(movetext: str) -> tuple[list[str], str | None]:

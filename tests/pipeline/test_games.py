@@ -189,3 +189,37 @@ def test_compiled_tokenizer_equals_the_expressions_or_defers(compiled):
             answered += 1
             assert ours == _python_tokens(text), repr(text)
     assert answered > 5_000
+
+
+def test_headers_equal_python_chess_on_every_shared_game(shared_data):
+    n = 0
+    for f in sorted((shared_data / "pgn").rglob("*")):
+        if f.is_file():
+            for raw in iter_raw_games(f):
+                assert split_game(raw.text)[0] == dict(chess.pgn.read_headers(io.StringIO(raw.text)))
+                n += 1
+    assert n > 11_000
+
+
+def _split_game_line_by_line(text: str):
+    headers, lines, i = {}, text.split("\n"), 0
+    while i < len(lines):
+        s = lines[i].strip()
+        if s and not lines[i].startswith(("%", ";")):
+            if not s.startswith("["):
+                break
+            m = chess.pgn.TAG_REGEX.match(s)
+            if m:
+                headers.setdefault(m.group(1), m.group(2))
+        i += 1
+    return headers, "\n".join(lines[i:])
+
+
+def test_split_game_equals_a_line_by_line_reading_of_odd_tag_sections():
+    rng = random.Random(1)
+    lines = ['[Event "x"]', '[Event "y"]', '[Site "a b"]', '[W "q\\"x"]', '[X  "v"]  ', ' [Y "z"]', '[Z\t"t"]\t',
+             '[bad]', '[A "v"] x', '[B "v"]\r', '[C "a"]"]', "", "%esc", ";c", "1. e4", '[_Q "v"]', '[D "\x0b"]\x0b',
+             '[E ""]', '[F "\u00e9"]']
+    for _ in range(20_000):
+        text = "\n".join(rng.choice(lines) for _ in range(rng.randrange(8))) + rng.choice(["", "\n", "\n\n1. e4 *"])
+        assert split_game(text) == _split_game_line_by_line(text), repr(text)
