@@ -1,7 +1,7 @@
-"""The compiled replay loop (pipeline/_replay.c). Everything else is in pyproject.toml.
+"""The compiled ingest loops (pipeline/_replay.c). Everything else is in pyproject.toml.
 
 The extension is optional: where no C compiler is available the install still succeeds and
-pipeline.replay runs its Python loop instead (slower, same results).
+pipeline.replay and pipeline.games run their Python loops instead (slower, same results).
 """
 
 from setuptools import Extension, setup
