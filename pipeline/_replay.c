@@ -330,6 +330,7 @@ static int in_check(const Pos *p) {
 }
 
 static PyObject *py_replay(PyObject *self, PyObject *args) {
+    (void)self;
     PyObject *state, *sans;
     Py_ssize_t start;
     int emit_initial;
@@ -472,6 +473,14 @@ static inline int starts(const char *s, Py_ssize_t n, const char *word) {
     return n >= k && !memcmp(s, word, (size_t)k);
 }
 
+static int append_token(PyObject *list, const char *s, Py_ssize_t k) {
+    PyObject *tok = PyUnicode_FromStringAndSize(s, k);
+    if (!tok) return -1;
+    int err = PyList_Append(list, tok);
+    Py_DECREF(tok);
+    return err;
+}
+
 static PyObject *py_tokenize(PyObject *self, PyObject *arg) {
     (void)self;
     Py_ssize_t n;
@@ -528,12 +537,7 @@ static PyObject *py_tokenize(PyObject *self, PyObject *arg) {
                 i += 3;
             } else if (starts(rest, left, "0-0")) {
                 Py_ssize_t k = starts(rest, left, "0-0-0") ? 5 : 3;
-                PyObject *tok = PyUnicode_FromStringAndSize(rest, k);
-                if (!tok || PyList_Append(sans, tok) < 0) {
-                    Py_XDECREF(tok);
-                    goto fail;
-                }
-                Py_DECREF(tok);
+                if (append_token(sans, rest, k) < 0) goto fail;
                 i += k;
             } else {
                 goto unsure;
@@ -547,12 +551,7 @@ static PyObject *py_tokenize(PyObject *self, PyObject *arg) {
                 k = san_length(rest, left);
             }
             if (!k) goto unsure;
-            PyObject *tok = PyUnicode_FromStringAndSize(rest, k);
-            if (!tok || PyList_Append(sans, tok) < 0) {
-                Py_XDECREF(tok);
-                goto fail;
-            }
-            Py_DECREF(tok);
+            if (append_token(sans, rest, k) < 0) goto fail;
             i += k;
         }
     }
