@@ -573,7 +573,8 @@ static PyMethodDef METHODS[] = {
 };
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "pipeline._replay",
-                                    "Compiled SAN replay and movetext tokenizer (see pipeline.replay, pipeline.games).", -1, METHODS};
+                                    "Compiled SAN replay and movetext tokenizer (see pipeline.replay, pipeline.games).", -1, METHODS,
+                                    NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__replay(void) {
     init_tables();
