@@ -3,12 +3,15 @@
 import time
 
 import dagster as dg
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from assets.metadata import md_table
+from assets.metadata import md_table, png_md
 from assets.partitions import archives_partitions
 from assets.resources import StoreResource
 from pipeline.duck import create_views
 from pipeline.ingest import IngestConfig, IngestStats, count_games_python_chess, expected_positions, ingest_archive
+from pipeline.plots import histogram_png
 
 GROUP = "ingest"
 
@@ -64,6 +67,7 @@ def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, s
         "rows": stats.games, "archive": str(path),
         "path": dg.MetadataValue.path(str(st.partition_file("games", key))),
         "seconds": round(stats.seconds, 2), "plies_per_second": round(stats.plies_per_second),
+        **_game_charts(st.partition_file("games", key), key),
     })
     yield dg.MaterializeResult(asset_key="rejected_games", metadata={
         "rows": stats.rejected, "path": dg.MetadataValue.path(str(st.partition_file("rejected_games", key))),
@@ -84,6 +88,23 @@ def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, s
         passed=stats.positions == positions_expected,
         metadata={"positions": stats.positions, "sum(ply_count + 1)": positions_expected},
     )
+
+def _game_charts(games_file, key: str) -> dict:
+    """Game lengths and players' ratings of the partition, as charts for the UI."""
+    games = pq.read_table(games_file, columns=["ply_count", "white_elo", "black_elo"])
+    if not games.num_rows:
+        return {}
+    charts = {"game_lengths": png_md(histogram_png(
+        games.column("ply_count").to_numpy(), f"{key}: game lengths", "plies (300 and more in the last bin)",
+        bins=60, clip=(0, 300), ylabel="games"), "game lengths")}
+    elos = pa.concat_arrays([games.column(c).combine_chunks() for c in ("white_elo", "black_elo")]).drop_null()
+    charts["rated_players"] = len(elos)
+    if len(elos):
+        charts["ratings"] = png_md(histogram_png(
+            elos.to_numpy(), f"{key}: ratings of {len(elos):,} of {2 * games.num_rows:,} players",
+            "Elo", bins=60, ylabel="players"), "player ratings")
+    return charts
+
 
 @dg.asset(
     group_name=GROUP,

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def histogram_png(values: Sequence[float], title: str, xlabel: str, bins: int = 80,
-                  clip: tuple[float, float] | None = None) -> bytes:
+                  clip: tuple[float, float] | None = None, ylabel: str = "positions") -> bytes:
     """A histogram as PNG bytes; values outside `clip` are piled into the end bins."""
     v = np.asarray(values, dtype=float)
     if clip is not None:
@@ -22,7 +22,7 @@ def histogram_png(values: Sequence[float], title: str, xlabel: str, bins: int = 
     ax.hist(v, bins=bins, color="#3b6ea5")
     ax.set_title(title)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("positions")
+    ax.set_ylabel(ylabel)
     return _png(fig)
 
 

@@ -1,7 +1,9 @@
 """The ingest assets through a real Dagster instance, on real FICS archives."""
 
 import hashlib
+import io
 
+import chess.pgn
 import dagster as dg
 import duckdb
 import pytest
@@ -11,6 +13,7 @@ from assets.ingest import archive_tables, duckdb_views
 from assets.partitions import archives_partitions
 from assets.resources import StoreResource
 from assets.sensors import archives_sensor
+from pipeline.archive import open_archive
 from pipeline.ingest import TABLES
 from pipeline.store import Store
 
@@ -36,6 +39,17 @@ def test_materialize_partition_reconciles_and_is_reproducible(instance, store, f
     assert result.success
     checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
     assert checks["reconciles_with_file"].passed and checks["one_position_per_ply"].passed
+    games_meta = next(m.metadata for m in result.asset_materializations_for_node("archive_tables")
+                      if m.asset_key == dg.AssetKey("games"))
+    for chart in ("game_lengths", "ratings"):
+        assert games_meta[chart].value.startswith("![") and "data:image/png;base64," in games_meta[chart].value
+    # The ratings chart counts the rated players as python-chess reads the headers.
+    rated = 0
+    with open_archive(fics_2022) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8")
+        while (headers := chess.pgn.read_headers(text)) is not None:
+            rated += sum(headers.get(tag, "").isdigit() for tag in ("WhiteElo", "BlackElo"))
+    assert games_meta["rated_players"].value == rated > 4000
     files = {t: store.partition_file(t, key) for t in TABLES}
     first = {t: _digest(p) for t, p in files.items()}
     # The README's numbers for this file: 2229 games, none rejected, 166,803 plies.
