@@ -9,7 +9,7 @@ STAMP := $(VENV)/.install-stamp
 install: $(STAMP)
 	@scripts/install_stockfish.sh
 	@$(BIN)/python -c "import pipeline._replay" 2>/dev/null || echo "warning: the compiled ingest loops \
-	(pipeline/_replay.c) were not built, so ingest runs its Python loops (about 2.6x slower). Install a C \
+	(pipeline/_replay.c) were not built, so ingest runs its Python loops (about 2.5x slower). Install a C \
 	compiler and the Python headers (Debian: apt-get install build-essential python3-dev), then \
 	run: rm $(STAMP); make install" >&2
 

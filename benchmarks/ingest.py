@@ -10,6 +10,7 @@ that file:
   (b) pgn-extract --fencomments (C): a FEN after every ply, one core
   ours, 1 worker: archive -> games + rejected_games + positions Parquet, end to end
   ours, N workers (every core): the same, worker pool start-up included
+  ours, 1 worker, Python loops: the same without the compiled loops (no C compiler)
 
 and prints plies/s with ratios. Targets (issue 2): ours/1 >= 3x (a); ours/N near N x ours/1;
 positions planes under 4 bytes per position.
@@ -39,6 +40,8 @@ sys.path.insert(0, str(ROOT))
 import chess.pgn  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from pipeline import games as games_module  # noqa: E402
+from pipeline import replay as compiled_loops  # noqa: E402
 from pipeline.archive import open_archive  # noqa: E402
 from pipeline.ingest import IngestConfig, ingest_archive  # noqa: E402
 from pipeline.store import Store  # noqa: E402
@@ -164,6 +167,13 @@ def main() -> None:
             print(f"ours, {workers} workers: {p2:,} plies in {s2:.2f}s = {r2:,.0f} plies/s   "
                   f"{r2 / pc_rate:.2f}x (a)   {r2 / r1:.2f}x ours/1 worker "
                   f"({r2 / r1 / ceiling:.0%} of this machine's {ceiling:.2f}x)")
+        if compiled_loops.compiled is not None:
+            # The fallback where no C compiler built pipeline/_replay.c: both Python loops.
+            compiled_loops.compiled = games_module.compiled = None
+            p3, s3, _ = ours(combined, 1)
+            r3 = p3 / s3
+            print(f"ours, 1 worker, Python loops (no compiler): {r3:,.0f} plies/s   {r3 / pc_rate:.2f}x (a)   "
+                  f"compiled loops {r1 / r3:.2f}x faster")
         print(f"positions: {sizes['bytes_per_position']:.2f} bytes/position on disk in all; "
               f"planes {sizes['planes_bytes_per_position']:.2f} (target < 4), "
               f"64-bit key {sizes['key_bytes_per_position']:.2f} (random bits, incompressible)")
