@@ -98,8 +98,8 @@ def split_game(text: str) -> tuple[dict[str, str], str]:
             if not s.startswith("["):
                 break
             m = chess.pgn.TAG_REGEX.match(s)
-            if m and m.group(1) not in headers:
-                headers[m.group(1)] = m.group(2)
+            if m:
+                headers.setdefault(*m.groups())
         start = stop + 1
     return headers, text[start:]
 
