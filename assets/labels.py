@@ -7,10 +7,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import dagster as dg
 
+from assets.config import DescribedConfig
 from assets.metadata import md_table, png_md
 from assets.resources import StockfishResource, StoreResource
 from pipeline.engine import Limit
-from pipeline.labels import SHARDS, LabelProgress, LabelRun, Setting, coverage, integrity, label_store
+from pipeline.labels import (SHARDS, LabelProgress, LabelRun, Setting, coverage, integrity, label_store,
+                             search_timeout)
 from pipeline.plots import histogram_png
 from pipeline.store import atomic_path
 
@@ -28,7 +30,7 @@ def write_progress(path: Path, done: int, failed: int, total: int) -> None:
         tmp.write_text(json.dumps({"done": done, "failed": failed, "total": total}))
 
 
-class LabelsConfig(dg.Config):
+class LabelsConfig(DescribedConfig):
     limit: str = "depth"
     """depth, nodes or static (Stockfish's `eval`: no search)."""
     value: int = 8
@@ -46,6 +48,9 @@ class LabelsConfig(dg.Config):
     """Try again positions an earlier run of this setting recorded as failed."""
     shards: list[int] = []
     """Shards (0-15, by position key) this run may take; empty = all."""
+    archives: list[str] = []
+    """Only positions that occur in these archive partitions (keys); empty = the whole store.
+    The labels_automation sensor sets it to the archives just ingested."""
 
 
 def _fmt_eta(seconds) -> str:
@@ -59,20 +64,22 @@ def _fmt_eta(seconds) -> str:
 @dg.asset(
     group_name=GROUP,
     deps=["positions"],
-    # New positions (an archive ingested) start a run that labels just those.
-    automation_condition=dg.AutomationCondition.eager(),
+    # New archives start a run over their own positions through the labels_automation sensor
+    # below (bounded), not an automation condition: that would label the whole backlog.
     check_specs=[
         dg.AssetCheckSpec("coverage", asset="labels",
                           description="every distinct position has a label (or a recorded failure) for the run's setting"),
         dg.AssetCheckSpec("scores_in_range", asset="labels",
-                          description="exactly one of cp / mate, |cp| < 30000, mate scores consistent, depth within the limit"),
+                          description="exactly one of cp / mate, |cp| < 30000, mate scores consistent, depth "
+                                      "within the limit (ERROR: the CLI fails when it does not pass)"),
         dg.AssetCheckSpec("no_duplicate_labels", asset="labels",
-                          description="no distinct position labelled twice under one engine setting"),
+                          description="no distinct position labelled twice under one engine setting "
+                                      "(ERROR: the CLI fails when it does not pass)"),
     ],
 )
 def labels(context: dg.AssetExecutionContext, config: LabelsConfig, store: StoreResource, stockfish: StockfishResource):
     """Stockfish evaluations of every distinct position (key + full position), once per engine
-    setting, appended under labels/<engine>_<limit>/. Positions already labelled under the
+    setting, appended under `labels/<engine>_<limit>/`. Positions already labelled under the
     setting cost nothing; a run can be bounded by positions or minutes and resumes where the
     last one stopped. With relabel, positions whose labels fall short of the setting get a
     new label beside the old ones."""
@@ -81,7 +88,7 @@ def labels(context: dg.AssetExecutionContext, config: LabelsConfig, store: Store
         limit=Limit(config.limit, config.value), relabel=config.relabel, order=config.order,
         max_positions=config.max_positions, max_seconds=config.max_minutes * 60,
         retry_failed=config.retry_failed, shards=tuple(config.shards) or tuple(range(SHARDS)),
-        run_id=context.run.run_id,
+        archives=tuple(config.archives), run_id=context.run.run_id,
     )
     progress_file = context.run.tags.get(PROGRESS_TAG)
     last_log = [0.0]
@@ -90,15 +97,25 @@ def labels(context: dg.AssetExecutionContext, config: LabelsConfig, store: Store
         if p.seconds - last_log[0] >= LOG_EVERY_S or p.shard == "done":
             last_log[0] = p.seconds
             context.log.info(
-                f"{p.done:,} of {p.total:,} positions labelled, {p.failed:,} failed, {p.rate:,.0f} positions/s, "
-                f"ETA {_fmt_eta(p.eta_seconds)} (shard {p.shard})")
+                f"{p.done + p.failed:,} of {p.total:,} positions done ({p.done:,} labelled, {p.failed:,} failed), "
+                f"{p.rate:,.0f} positions/s, ETA {_fmt_eta(p.eta_seconds)} (shard {p.shard})")
         if progress_file:
             write_progress(Path(progress_file), p.done, p.failed, p.total)
 
     pool = stockfish.pool
-    setting = Setting(pool.name, run.limit)
+    setting = Setting.of(pool, run.limit)
+    if stockfish.timeout_s > 0:
+        timeout = f"{stockfish.timeout_s:g}s (set)"
+    else:
+        derived = search_timeout(pool, run.limit)
+        pool.timeout_s = derived.seconds
+        timeout = str(derived)
+    scope = f" of archive(s) {', '.join(run.archives)}" if run.archives else ""
+    bounds = ", ".join(b for b in (f"at most {run.max_positions:,} positions" if run.max_positions else "",
+                                   f"at most {config.max_minutes:g} minutes" if run.max_seconds else "") if b)
     context.log.info(f"labelling with {setting} on {pool.workers} engine(s), "
-                     f"{'re-labelling' if run.relabel else 'new positions'}")
+                     f"{'re-labelling' if run.relabel else 'new positions'}{scope}{', ' + bounds if bounds else ''}; "
+                     f"search timeout {timeout}, {pool.retries} retries")
     stats = label_store(st, pool, run, progress, progress_every_s=1.0)
     cov = coverage(st, setting)
     ok = integrity(st, setting)
@@ -113,6 +130,8 @@ def labels(context: dg.AssetExecutionContext, config: LabelsConfig, store: Store
         "labelled": stats.labelled, "failed": stats.failed, "seconds": round(stats.seconds, 1),
         "positions_per_second": round(stats.positions_per_second, 1), "engines": pool.workers,
         "engine_restarts": stats.engine_restarts, "stopped_by": stats.stopped_by or "done",
+        "timeout_s": pool.timeout_s, "retries": pool.retries,
+        "archives": ", ".join(run.archives) or "all",
         "distinct_positions": cov["distinct_positions"], "positions": cov["positions"],
         "repeat_share": round(cov["repeat_share"], 4), "coverage": round(cov["coverage"], 4),
         "rows": ok["rows"],
@@ -130,18 +149,81 @@ def labels(context: dg.AssetExecutionContext, config: LabelsConfig, store: Store
         metadata={"setting": str(setting), "coverage": round(cov["coverage"], 4), "labelled": cov["labelled"],
                   "failed": cov["failed"], "unlabelled": pending})
     yield dg.AssetCheckResult(
-        check_name="scores_in_range", passed=ok["out_of_range"] == 0,
+        check_name="scores_in_range", passed=ok["out_of_range"] == 0, severity=dg.AssetCheckSeverity.ERROR,
         metadata={"setting": str(setting), "out_of_range": ok["out_of_range"],
                   "min_score": ok["min_score"], "max_score": ok["max_score"]})
     yield dg.AssetCheckResult(
-        check_name="no_duplicate_labels", passed=ok["duplicates"] == 0,
+        check_name="no_duplicate_labels", passed=ok["duplicates"] == 0, severity=dg.AssetCheckSeverity.ERROR,
         metadata={"setting": str(setting), "duplicates": ok["duplicates"], "rows": ok["rows"]})
 
 
-labels_automation = dg.AutomationConditionSensorDefinition(
-    "labels_automation", target=dg.AssetSelection.assets("labels"), default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Labels new positions after each ingest (the labels asset's eager condition).",
+label_new_job = dg.define_asset_job(
+    "label_new_archives", selection=["labels"],
+    description="Label the positions of newly ingested archives, within a budget (the labels_automation sensor's job).",
 )
+
+DEFAULT_AUTO_LABEL = {"enabled": True, "minutes": 10.0, "positions": 0}
+AUTO_LABEL_SWITCH = {"on": True, "1": True, "true": True, "yes": True, "off": False, "0": False, "false": False,
+                     "no": False}
+
+
+def auto_label_settings(environ=os.environ) -> dict:
+    """The labels_automation sensor's settings: CHESS_PIPELINE_AUTO_LABEL (on/off, default on),
+    CHESS_PIPELINE_AUTO_LABEL_MINUTES (default 10) and _POSITIONS (default 0: no bound); a
+    minutes or positions budget of 0 is no bound, and both 0 is refused."""
+    switch = environ.get("CHESS_PIPELINE_AUTO_LABEL", "on").strip().lower()
+    if switch not in AUTO_LABEL_SWITCH:
+        raise ValueError(f"CHESS_PIPELINE_AUTO_LABEL must be one of {', '.join(AUTO_LABEL_SWITCH)}, got {switch!r}")
+    out = {"enabled": AUTO_LABEL_SWITCH[switch]}
+    for key, cast in (("minutes", float), ("positions", int)):
+        name = f"CHESS_PIPELINE_AUTO_LABEL_{key.upper()}"
+        raw = environ.get(name, "")
+        try:
+            out[key] = cast(raw) if raw.strip() else DEFAULT_AUTO_LABEL[key]
+        except ValueError:
+            raise ValueError(f"{name} must be a number (0: no bound), got {raw!r}") from None
+        if out[key] < 0:
+            raise ValueError(f"{name} must be 0 (no bound) or more, got {raw!r}")
+    if out["enabled"] and not out["minutes"] and not out["positions"]:
+        raise ValueError("CHESS_PIPELINE_AUTO_LABEL_MINUTES and _POSITIONS are both 0: the automatic runs need a "
+                         "budget (set one, or CHESS_PIPELINE_AUTO_LABEL=off)")
+    return out
+
+
+@dg.sensor(
+    name="labels_automation", job=label_new_job, minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="After each ingest, labels the positions of the archives just ingested (depth 8), at most "
+                "CHESS_PIPELINE_AUTO_LABEL_MINUTES (10) minutes / _POSITIONS positions a run; "
+                "CHESS_PIPELINE_AUTO_LABEL=off (or this toggle) turns it off.",
+)
+def labels_automation(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+    """One `labels` run per tick for the archive partitions whose positions were materialised
+    since the last tick, restricted to those archives' positions and bounded by the budget.
+    The first tick only notes where the event log stands: what was ingested before the sensor
+    ran is left to `chess-pipeline label`."""
+    records_filter = dg.AssetRecordsFilter(asset_key=dg.AssetKey("positions"))
+    if context.cursor is None:
+        latest = context.instance.fetch_materializations(records_filter, limit=1).records
+        return dg.SensorResult(cursor=str(latest[0].storage_id if latest else 0),
+                               skip_reason="started: labels archives ingested from now on")
+    after = int(context.cursor)
+    records = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("positions"), after_storage_id=after), limit=1000,
+        ascending=True).records
+    if not records:
+        return dg.SkipReason("no archive ingested since the last tick")
+    cursor = str(max(r.storage_id for r in records))
+    settings = auto_label_settings()
+    if not settings["enabled"]:
+        return dg.SensorResult(cursor=cursor, skip_reason="CHESS_PIPELINE_AUTO_LABEL is off")
+    keys = sorted({r.partition_key for r in records if r.partition_key})
+    config = LabelsConfig(archives=keys, max_minutes=settings["minutes"], max_positions=settings["positions"])
+    return dg.SensorResult(
+        cursor=cursor,
+        run_requests=[dg.RunRequest(run_key=f"label-new-{cursor}", run_config=dg.RunConfig(ops={"labels": config}),
+                                    tags={"chess-pipeline/archives": str(len(keys))})],
+    )
 
 relabel_job = dg.define_asset_job(
     "relabel_labels", selection=["labels"],

@@ -1,10 +1,20 @@
 """Stockfish over raw UCI: one process wrapper and a pool that labels positions in parallel.
 
 The pool drives every engine from one thread with non-blocking pipes and select(), so a
-position costs the engine's search plus a few microseconds of parsing: no python-chess in
-the loop, no thread per engine. Engines that crash (the pipe closes) or hang (no
+position costs the engine's search plus its parsing and the python-chess check of its label
+(about 0.2 ms of CPU, 2-3% of a depth-8 search's), no thread per engine. Engines that crash (the pipe closes) or hang (no
 `bestmove` by the deadline, even after `stop`) are killed, restarted and their position
 retried; a position that fails `retries + 1` times comes back as a Failure with the reason.
+
+Every reply is tied to its request: each position's commands open with a fence, commands
+Stockfish answers only after the previous search has printed everything and before this
+one starts (`ucinewgame` + `isready` -> `readyok` when the hash is cleared; a `go perft 1`
+of a stalemate -> `Nodes searched: 0` when it is kept). The lines between two fences are
+one search's, so a search that ends without `bestmove`, or with a malformed line, is a
+failed try of that position only, never a reply shifted onto the next one; output that
+cannot belong to one search (a second `bestmove`) restarts the engine. Each label is then
+validated (`check_label`: best move and PV legal in its FEN, scores in range, depth within
+the limit) before it is returned; one that fails is a failed try too.
 """
 
 from __future__ import annotations
@@ -19,10 +29,22 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import chess
+
 DEBIAN_PATH = "/usr/games/stockfish"
 LIMIT_KINDS = ("depth", "nodes", "static")
 MATE_SCORE = 32000
 """A mate in n plies scores +/-(MATE_SCORE - n) in `score`, as Stockfish orders them."""
+CP_BOUND = 30000
+"""|cp| must be below this. Stockfish 15.1 prints cp = value * 100 / 208 for |value| below
+its mate band (31754), so at most 15265; later versions print tablebase wins as cp
++/-(20000 - plies). 30000 keeps every cp below the mate scores of `score` (at least
+MATE_SCORE - 2 * MATE_BOUND), so `score` still orders every label; sql/queries/label_checks.sql
+checks the same bounds."""
+MATE_BOUND = 250
+"""|mate| (moves) must be at most this: Stockfish's MAX_PLY is 246 plies, mate in 123 moves."""
+STALEMATE_FEN = "k7/8/1Q6/8/8/8/8/7K b - - 0 1"
+"""No legal move: its `go perft 1` prints only `Nodes searched: 0`, the hash-kept fence."""
 STOP_GRACE_S = 2.0
 POLL_S = 0.004
 SLEEP_DIV = 2
@@ -40,10 +62,20 @@ class EngineError(RuntimeError):
 
 
 def find_stockfish(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> str:
-    """STOCKFISH_PATH (or an explicit path), then PATH, then Debian's /usr/games/stockfish."""
+    """An explicit path, else STOCKFISH_PATH, else PATH, else Debian's /usr/games/stockfish.
+
+    A path given explicitly or through STOCKFISH_PATH must be the engine: a wrong one is an
+    error, not a silent fall-back to whatever Stockfish PATH holds."""
     env = os.environ if environ is None else environ
-    candidates = [explicit, env.get("STOCKFISH_PATH"), shutil.which("stockfish", path=env.get("PATH")), DEBIAN_PATH]
-    for c in candidates:
+    chosen = explicit or env.get("STOCKFISH_PATH")
+    if chosen:
+        # A path the user named is the engine they want: never fall back to another one.
+        if Path(chosen).is_file() and os.access(chosen, os.X_OK):
+            return str(chosen)
+        why = "is not executable" if Path(chosen).is_file() else "does not exist"
+        raise EngineNotFound(f"Stockfish at {chosen} {why} (from {'the configured path' if explicit else 'STOCKFISH_PATH'}): "
+                             "point it at the engine binary, or unset it to use PATH or /usr/games/stockfish")
+    for c in (shutil.which("stockfish", path=env.get("PATH")), DEBIAN_PATH):
         if c and Path(c).is_file() and os.access(c, os.X_OK):
             return str(c)
     raise EngineNotFound(
@@ -122,29 +154,42 @@ class Failure:
     attempts: int
 
 
+class MalformedOutput(ValueError):
+    """A line the engine printed that does not say what UCI says it should."""
+
+
 def parse_info(line: bytes) -> dict:
-    """The fields of a UCI `info ... score ...` line that a label keeps."""
+    """The fields of a UCI `info ... score ...` line that a label keeps.
+
+    Raises MalformedOutput for a score or count that is not an integer (`score cp
+    notanumber`), a score kind other than cp / mate, or a PV that is not text."""
     tok = line.split()
     out: dict = {}
     i = 1
     n = len(tok)
-    while i < n:
-        t = tok[i]
-        if t == b"pv":
-            out["pv"] = b" ".join(tok[i + 1:]).decode()
-            break
-        if t == b"score":
-            out[tok[i + 1].decode()] = int(tok[i + 2])
-            i += 3
-            while i < n and tok[i] in (b"lowerbound", b"upperbound"):
-                out["bound"] = tok[i].decode()
-                i += 1
-            continue
-        if t in (b"depth", b"seldepth", b"nodes", b"time") and i + 1 < n:
-            out[t.decode()] = int(tok[i + 1])
-            i += 2
-            continue
-        i += 1
+    try:
+        while i < n:
+            t = tok[i]
+            if t == b"pv":
+                out["pv"] = b" ".join(tok[i + 1:]).decode()
+                break
+            if t == b"score":
+                kind = tok[i + 1]
+                if kind not in (b"cp", b"mate"):
+                    raise ValueError(f"score kind {kind!r}")
+                out[kind.decode()] = int(tok[i + 2])
+                i += 3
+                while i < n and tok[i] in (b"lowerbound", b"upperbound"):
+                    out["bound"] = tok[i].decode()
+                    i += 1
+                continue
+            if t in (b"depth", b"seldepth", b"nodes", b"time") and i + 1 < n:
+                out[t.decode()] = int(tok[i + 1])
+                i += 2
+                continue
+            i += 1
+    except (ValueError, IndexError) as e:  # UnicodeDecodeError is a ValueError
+        raise MalformedOutput(f"malformed engine output {line[:120].decode(errors='replace')!r} ({e})") from None
     return out
 
 
@@ -158,6 +203,90 @@ def white_pov(job: Job, cp: int | None, mate: int | None) -> tuple[int | None, i
         stm_score = MATE_SCORE - plies if mate > 0 else -(MATE_SCORE - plies)
         return None, sign * mate if mate else 0, sign * stm_score
     return sign * cp, None, sign * cp
+
+
+_PIECE_TYPE = {c: i % 6 + 1 for i, c in enumerate("PNBRQKpnbrqk")}
+
+
+def board_from_fen(fen: str) -> chess.Board:
+    """chess.Board(fen), about 6x faster: the piece placement is read into bitboards
+    directly (python-chess's own parser sets one square at a time), the rest is python-chess.
+    For the well-formed FENs the store makes; the test compares it with chess.Board(fen)."""
+    placement, turn, castling, ep = fen.split(" ", 4)[:4]
+    bbs = [0] * 7
+    white = black = 0
+    sq = 56
+    for ch in placement:
+        if ch == "/":
+            sq -= 16
+        elif ch < "A":  # a digit: empty squares
+            sq += ord(ch) - 48
+        else:
+            bit = 1 << sq
+            bbs[_PIECE_TYPE[ch]] |= bit
+            if ch < "a":
+                white |= bit
+            else:
+                black |= bit
+            sq += 1
+    b = chess.Board(None)
+    b.pawns, b.knights, b.bishops, b.rooks, b.queens, b.kings = bbs[1:]
+    b.occupied_co[chess.WHITE], b.occupied_co[chess.BLACK], b.occupied = white, black, white | black
+    b.turn = turn == "w"
+    b.set_castling_fen(castling)
+    b.ep_square = None if ep == "-" else chess.parse_square(ep)
+    return b
+
+
+def check_label(ev: Evaluation, limit: Limit) -> str | None:
+    """Why this label cannot be the search result of its own FEN, or None when it can be.
+
+    Checked against python-chess, not the engine: the best move and every PV move legal in
+    turn from the label's FEN; `bestmove (none)` only where there is no legal move (mate 0
+    when checkmated, cp 0 when stalemated); exactly one of cp / mate, |cp| < CP_BOUND,
+    |mate| <= MATE_BOUND; a search's depth at least 1 and, under a depth limit, not past it
+    (a mate may end a search early, never late)."""
+    if (ev.cp is None) == (ev.mate is None):
+        return "engine gave no score" if ev.cp is None else "engine gave both cp and mate"
+    if ev.cp is not None and not -CP_BOUND < ev.cp < CP_BOUND:
+        return f"cp {ev.cp} out of range (|cp| < {CP_BOUND})"
+    if ev.mate is not None and abs(ev.mate) > MATE_BOUND:
+        return f"mate {ev.mate} out of range (|mate| <= {MATE_BOUND})"
+    if limit.kind == "static":
+        return None
+    board = board_from_fen(ev.job.fen)
+    if ev.best_move is None:
+        if board.is_checkmate():
+            return None if ev.mate == 0 else "checkmated position scored other than mate 0"
+        if board.is_stalemate():
+            return None if ev.cp == 0 else "stalemate scored other than cp 0"
+        return "no best move in a position with legal moves"
+    if ev.mate == 0:
+        return "mate 0 (checkmated) with a best move"
+    if ev.depth < 1:
+        return f"depth {ev.depth} for a search"
+    if limit.kind == "depth" and ev.depth > limit.value and ev.mate is None:
+        return f"depth {ev.depth} past the limit {limit}"
+    pv = (ev.pv or "").split()
+    if not pv or pv[0] != ev.best_move:  # else the PV's first move is checked below
+        try:
+            best = chess.Move.from_uci(ev.best_move)
+        except ValueError:
+            return f"best move {ev.best_move!r} is not a UCI move"
+        if not board.is_legal(best):
+            return f"best move {ev.best_move} illegal in the position"
+    last = len(pv) - 1
+    for i, uci in enumerate(pv):
+        best = i == 0 and uci == ev.best_move
+        try:
+            move = chess.Move.from_uci(uci)
+        except ValueError:
+            return f"{'best move' if best else f'PV move {i + 1}'} {uci!r} is not a UCI move"
+        if not board.is_legal(move):
+            return f"best move {uci} illegal in the position" if best else f"PV move {i + 1} {uci} illegal"
+        if i < last:
+            board.push(move)
+    return None
 
 
 class UciEngine:
@@ -272,28 +401,65 @@ class UciEngine:
         self.close()
 
 
-def _position_commands(fen: str, limit: Limit, clear_hash: bool) -> bytes:
-    head = b"ucinewgame\n" if clear_hash else b""
-    return head + f"position fen {fen}\n".encode() + limit.commands()
+_CLEARED_FENCE = b"ucinewgame\nisready\n"
+_KEPT_FENCE = f"position fen {STALEMATE_FEN}\ngo perft 1\n".encode()
+
+
+def _position_commands(fen: str, limit: Limit, clear_hash: bool) -> tuple[bytes, bytes | None]:
+    """One position's commands, and the token of the fence line that opens its output
+    (None for the static evaluation, which is answered at once and ends with `readyok`).
+
+    Stockfish reads `ucinewgame` and `go` only once the running search has printed
+    `bestmove`, and then answers `isready` / a perft at once, so a search's fence line comes
+    after everything the previous search printed and before anything this one prints: the
+    lines between two fences are one search's. With clear_hash the fence is `ucinewgame` +
+    `isready` (which also clears the hash and history for this position); with the hash
+    kept it is a perft of a position with no legal move (`Nodes searched: 0`), which leaves
+    the hash, history and search state as they were (labels are identical with or without
+    it). The fence goes before the position rather than after it, so that a `stop` sent
+    during the last search in flight reaches that search."""
+    head = f"position fen {fen}\n".encode()
+    if limit.kind == "static":
+        return head + limit.commands(), None
+    if clear_hash:
+        return _CLEARED_FENCE + head + limit.commands(), b"readyok"
+    return _KEPT_FENCE + head + limit.commands(), b"Nodes searched"
 
 
 class _SearchState:
-    """Collects one search's output: the last scored info line, bestmove, or the eval figure."""
+    """Collects one position's output: after its fence line, the last scored info line and
+    `bestmove`, or the eval figure. `done` at `bestmove` (or `readyok` for static); `next_fence`
+    when the next position's fence came first (this search ended without `bestmove`); `lost`
+    when the output cannot belong to this search (the engine is out of step)."""
 
-    __slots__ = ("last", "best", "static", "static_none", "done")
+    __slots__ = ("fence", "started", "last", "best", "static", "static_none", "done", "next_fence", "lost")
 
-    def __init__(self):
+    def __init__(self, fence: bytes | None = None):
+        self.fence = fence
+        self.started = fence is None
         self.last: bytes | None = None
         self.best: bytes | None = None
         self.static: bytes | None = None
         self.static_none: bytes | None = None
         self.done = False
+        self.next_fence: bytes | None = None
+        self.lost: str | None = None
 
     def feed(self, line: bytes) -> None:
-        if line.startswith(b"info") and b" score " in line:
-            self.last = line
+        if not self.started:
+            if line.startswith(self.fence):  # type: ignore[arg-type]
+                self.started = True
+            elif line.strip() and not line.startswith(b"info string"):
+                self.lost = f"engine output out of step: {line[:60].decode(errors='replace')!r} before the fence"
+            return
+        if line.startswith(b"info"):
+            if b" score " in line:
+                self.last = line
         elif line.startswith(b"bestmove"):
             self.best = line
+            self.done = True
+        elif self.fence is not None and line.startswith(self.fence):
+            self.next_fence = line
             self.done = True
         elif line.startswith(b"Final evaluation"):
             if b"none" in line:
@@ -303,20 +469,27 @@ class _SearchState:
         elif line.startswith(b"readyok"):
             self.done = True
 
-    def result(self) -> dict:
-        if self.static is not None:
-            pawns = float(self.static.split()[2])  # "Final evaluation  +0.25 (white side) ..."
-            return {"static_white_cp": round(pawns * 100)}
-        if self.static_none is not None:
-            return {"error": "in check: Stockfish gives no static evaluation"}
-        if self.best is None and self.last is None:
-            return {"error": "no evaluation in the engine's output"}
-        info = parse_info(self.last) if self.last is not None else {}
-        if self.best is not None:
-            parts = self.best.split()
-            move = parts[1].decode() if len(parts) > 1 else "(none)"
-            info["bestmove"] = None if move == "(none)" else move
-        return info
+    def result(self, search: bool) -> dict:
+        """The fields of the label, or {"error": ...} (no answer to give), or {"bad": ...}
+        (the output was malformed or incomplete: a failed try)."""
+        try:
+            if self.static is not None:
+                pawns = float(self.static.split()[2])  # "Final evaluation  +0.25 (white side) ..."
+                return {"static_white_cp": round(pawns * 100)}
+            if self.static_none is not None:
+                return {"error": "in check: Stockfish gives no static evaluation"}
+            if search and self.best is None:
+                return {"bad": "the search ended without `bestmove`"}
+            if self.best is None and self.last is None:
+                return {"bad": "no evaluation in the engine's output"}
+            info = parse_info(self.last) if self.last is not None else {}
+            if self.best is not None:
+                parts = self.best.split()
+                move = parts[1].decode() if len(parts) > 1 else "(none)"
+                info["bestmove"] = None if move == "(none)" else move
+            return info
+        except (ValueError, IndexError) as e:
+            return {"bad": str(e) if isinstance(e, MalformedOutput) else f"malformed engine output ({e})"}
 
 
 @dataclass
@@ -324,7 +497,7 @@ class _Flight:
     """A job whose commands the engine has been sent."""
 
     job: Job
-    state: _SearchState = field(default_factory=_SearchState)
+    state: _SearchState
     suspect: bool = False
     """Sent before a `stop` that may have hit it instead of the search it was meant for."""
 
@@ -352,15 +525,26 @@ class EnginePool:
     search or two, not per line), which matters when the engines use every core. Stockfish
     queues a `position` + `go` sent during a search until the search ends.
 
-    Work is handed out in batches of consecutive jobs, so each engine sees runs of related
-    positions (callers order jobs game by game) and its hash table carries over from one
-    to the next. clear_hash sends `ucinewgame` before every position instead, which makes
-    each label exactly what a fresh engine would say, at about 0.65x the speed.
+    Each position's output opens with its fence (see `_position_commands`), so a reply is
+    matched to its own request, and every label passes `check_label` before it is returned.
+
+    clear_hash (the default) clears the engine's hash and history before every position
+    (`ucinewgame`): each label is exactly what a fresh engine says, whatever the order of
+    the positions or the number of engines, given the engine, limit and hash size (recorded
+    in every label). It needs threads=1: Stockfish's multi-threaded search depends on thread
+    timing. clear_hash=False keeps the hash from one position to the next: faster (work is
+    handed out in batches of consecutive jobs, so each engine sees runs of related positions,
+    game by game), but a label then depends on what that engine searched before it; labels
+    stores those under a setting of their own.
     """
 
     def __init__(self, path: str, workers: int = 0, threads: int = 1, hash_mb: int = 16,
-                 timeout_s: float = 60.0, retries: int = 2, clear_hash: bool = False, batch: int = 16,
+                 timeout_s: float = 60.0, retries: int = 2, clear_hash: bool = True, batch: int = 16,
                  pipeline: int = 3):
+        if clear_hash and threads != 1:
+            raise ValueError(f"threads={threads} with clear_hash: Stockfish's search on several threads depends "
+                             "on their timing, so labels would not be reproducible; use threads=1 (and more "
+                             "workers), or clear_hash=False for the hash-kept setting")
         self.path = path
         self.workers = workers or os.cpu_count() or 1
         self.threads = threads
@@ -430,9 +614,13 @@ class EnginePool:
                         break
                     head = slot.inflight[0]
                     head.state.feed(line)
+                    if head.state.lost is not None:
+                        break
                     if not head.state.done:
                         continue
                     slot.inflight.popleft()
+                    if head.state.next_fence is not None and slot.inflight:
+                        slot.inflight[0].state.feed(head.state.next_fence)  # it opens the next search
                     now = time.monotonic()
                     took = self.timeout_s - (slot.deadline - now) if not slot.stopping else self.timeout_s
                     mean_job_s = took if mean_job_s == 0 else 0.9 * mean_job_s + 0.1 * took
@@ -442,10 +630,18 @@ class EnginePool:
                     elif head.suspect:
                         slot.queue.appendleft(head.job)  # the stop may have cut it short: again, free
                     else:
-                        yield self._finish(head)
+                        out = self._finish(head)
+                        if isinstance(out, str):
+                            yield from self._failed_try(slot, head.job, out)
+                        else:
+                            yield out
                     slot.stopping = slot.timed_out = False
                     slot.deadline = now + self.timeout_s
                     self._top_up(slot)
+                if slot.inflight and slot.inflight[0].state.lost is not None:
+                    # The output no longer lines up with the requests: nothing more from this
+                    # engine can be trusted; restart it.
+                    yield from self._engine_lost(slot, slot.inflight[0].state.lost)
             now = time.monotonic()
             for slot in self.slots:
                 if not slot.inflight or now < slot.deadline:
@@ -486,23 +682,34 @@ class EnginePool:
             if not slot.inflight:
                 slot.deadline = time.monotonic() + self.timeout_s
                 slot.stopping = slot.timed_out = False
-            slot.inflight.append(_Flight(job))
-            self._send(slot, _position_commands(job.fen, self._limit, self.clear_hash))
+            commands, fence = _position_commands(job.fen, self._limit, self.clear_hash)
+            slot.inflight.append(_Flight(job, _SearchState(fence)))
+            self._send(slot, commands)
 
-    def _finish(self, flight: _Flight) -> Evaluation | Failure:
+    def _finish(self, flight: _Flight) -> Evaluation | Failure | str:
+        """The label of a finished search, a Failure (the engine's definite answer that
+        there is none), or the reason this try failed (malformed or invalid output)."""
         job = flight.job
-        tries = self._attempts.pop(id(job), 0) + 1
-        r = flight.state.result()
+        tries = self._attempts.get(id(job), 0) + 1
+        limit = self._limit
+        r = flight.state.result(search=limit.kind != "static")
+        if "bad" in r:
+            return r["bad"]
         if "error" in r:
+            self._attempts.pop(id(job), None)
             return Failure(job, r["error"], tries)
         if "static_white_cp" in r:
             cp = r["static_white_cp"]
-            return Evaluation(job, cp, None, cp, None, None, 0, 0, 0, 0, tries)
-        cp, mate, score = white_pov(job, r.get("cp"), r.get("mate"))
-        if cp is None and mate is None:
-            return Failure(job, "engine gave no score", tries)
-        return Evaluation(job, cp, mate, score, r.get("bestmove"), r.get("pv"), r.get("depth", 0),
-                          r.get("seldepth", 0), r.get("nodes", 0), r.get("time", 0), tries)
+            ev = Evaluation(job, cp, None, cp, None, None, 0, 0, 0, 0, tries)
+        else:
+            cp, mate, score = white_pov(job, r.get("cp"), r.get("mate"))
+            ev = Evaluation(job, cp, mate, score, r.get("bestmove"), r.get("pv"), r.get("depth", 0),
+                            r.get("seldepth", 0), r.get("nodes", 0), r.get("time", 0), tries)
+        why = check_label(ev, limit)
+        if why is not None:
+            return f"invalid label: {why}"
+        self._attempts.pop(id(job), None)
+        return ev
 
     def _failed_try(self, slot: _Slot, job: Job, reason: str) -> Iterator[Failure]:
         """Count a failed try of job: queue it again on this slot, or give it up as a Failure."""

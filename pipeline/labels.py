@@ -54,26 +54,49 @@ LABELS_SCHEMA = pa.schema(_IDENTITY + _SETTING + [
 FAILURES_SCHEMA = pa.schema(_IDENTITY + _SETTING + [
     ("reason", pa.string()), ("attempts", pa.int16()),
     ("failed_at", pa.timestamp("us", tz="UTC")), ("run_id", pa.string()),
+    ("hash_cleared", pa.bool_()),  # the setting's mode, as in labels (NULL in parts written before it)
 ])
 
 
 @dataclass(frozen=True)
 class Setting:
-    """What produced a label: the engine's `id name` and the search limit."""
+    """What produced a label: the engine's `id name`, the search limit, and whether the
+    engine's hash was cleared before each position (column `hash_cleared`).
+
+    hash_cleared (the default) gives reproducible labels: the same FEN, engine and limit
+    give the same label whatever the order or the number of engines. The hash-kept mode
+    (hash_cleared=False, EnginePool(clear_hash=False)) is faster, but a label depends on
+    what its engine searched before; it is a setting of its own (slug suffix `_hash-kept`,
+    its own folders, locks and pending positions) and never counts as the other's label.
+    Static evaluations do not use the hash: they are always the reproducible setting."""
 
     engine: str
     limit: Limit
+    hash_cleared: bool = True
+
+    def __post_init__(self):
+        if self.limit.kind == "static":
+            object.__setattr__(self, "hash_cleared", True)
+
+    @classmethod
+    def of(cls, pool: EnginePool, limit: Limit) -> Setting:
+        """The setting a pool's labels under `limit` belong to."""
+        return cls(pool.name, limit, pool.clear_hash)
 
     @property
     def slug(self) -> str:
         name = re.sub(r"[^a-z0-9.]+", "-", self.engine.lower()).strip("-") or "engine"
-        return f"{name}_{self.limit.slug}"
+        return f"{name}_{self.limit.slug}" + ("" if self.hash_cleared else "_hash-kept")
 
     def params(self) -> dict:
-        return {"engine": self.engine, "limit_kind": self.limit.kind, "limit_value": self.limit.value}
+        """The setting as the bound parameters of sql/queries/*label*.sql. A row matches the
+        mode when its hash_cleared equals it, or is NULL (failures recorded before the
+        column existed), or the limit is static."""
+        return {"engine": self.engine, "limit_kind": self.limit.kind, "limit_value": self.limit.value,
+                "hash_cleared": self.hash_cleared}
 
     def __str__(self) -> str:
-        return f"{self.engine}, {self.limit}"
+        return f"{self.engine}, {self.limit}" + ("" if self.hash_cleared else ", hash kept")
 
 
 @dataclass
@@ -81,8 +104,13 @@ class LabelProgress:
     done: int
     failed: int
     total: int
+    """The positions this run was asked for: min(pending, max_positions); with a time bound,
+    what the current rate gets through by then (the run's last report: what it did).
+    0 until the pending positions are counted (beside the first query)."""
     seconds: float
     shard: str
+    budget_left_s: float | None = None
+    """Seconds left of the run's time bound (max_seconds); None without one."""
 
     @property
     def rate(self) -> float:
@@ -90,9 +118,22 @@ class LabelProgress:
 
     @property
     def eta_seconds(self) -> float | None:
-        """None until the total is known (it is counted while labelling starts)."""
+        """None until the total is known (it is counted while labelling starts); never
+        beyond the end of the run's time bound."""
         left = self.total - self.done - self.failed
-        return left / self.rate if self.rate > 0 and self.total > 0 else None
+        eta = left / self.rate if self.rate > 0 and self.total > 0 else None
+        if eta is not None and self.budget_left_s is not None:
+            eta = min(eta, max(0.0, self.budget_left_s))
+        return eta
+
+
+def planned_total(pending: int, run: LabelRun, handled: int, seconds: float, budget_left_s: float | None) -> int:
+    """The positions a run is asked for: pending ones, at most max_positions; under a time
+    bound, at most what the rate so far (`handled` in `seconds`) gets through in the time left."""
+    total = min(pending, run.max_positions) if run.max_positions > 0 else pending
+    if budget_left_s is not None and handled > 0 and seconds > 0:
+        total = min(total, handled + int(handled / seconds * max(0.0, budget_left_s)))
+    return total
 
 
 @dataclass
@@ -133,6 +174,8 @@ class LabelRun:
     retry_failed: bool = False
     """Try positions again that earlier runs recorded as failed for this setting."""
     shards: tuple[int, ...] = tuple(range(SHARDS))
+    archives: tuple[str, ...] = ()
+    """Only positions that occur in these archive partitions (by key); empty: the whole store."""
     flush_positions: int = 5000
     flush_seconds: float = 60.0
     run_id: str = ""
@@ -143,6 +186,59 @@ class LabelRun:
         bad = [s for s in self.shards if not 0 <= s < SHARDS]
         if bad:
             raise ValueError(f"shards must be in 0..{SHARDS - 1}, got {bad}")
+
+
+TIMEOUT_FLOOR_S = 2.0
+"""No search is given less than this: a depth-8 search or a static eval takes milliseconds,
+and a loaded machine can stretch those tenfold without anything being wrong."""
+TIMEOUT_MULTIPLE = 20
+"""A search may take this many times the slowest calibration search before it is stopped."""
+CALIBRATION_TIMEOUT_S = 60.0
+"""Timeout of the calibration searches themselves (and the fallback when they fail)."""
+CALIBRATION_FENS = (
+    "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1",
+    "r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1",
+    "r1bq1rk1/pp2bppp/2n1pn2/3p4/2PP4/2N1PN2/PP3PPP/R2QKB1R w KQ - 0 1",
+    "8/5pk1/6p1/8/3R4/6P1/5PKP/3r4 w - - 0 1",
+)
+"""Opening, a sharp middlegame (Kiwipete), a quiet middlegame and a rook endgame."""
+
+
+@dataclass(frozen=True)
+class SearchTimeout:
+    seconds: float
+    """The timeout to label with."""
+    measured_s: float
+    """The slowest calibration search (0 when none finished)."""
+    how: str
+
+    def __str__(self) -> str:
+        return f"{self.seconds:g}s ({self.how})"
+
+
+def search_timeout(pool: EnginePool, limit: Limit) -> SearchTimeout:
+    """A timeout for searches under `limit` on this pool's engines, measured: the limit is run
+    on CALIBRATION_FENS one at a time, and a search may take TIMEOUT_MULTIPLE times the
+    slowest of them, never less than TIMEOUT_FLOOR_S. The pool's own timeout and retries
+    are left as they were."""
+    timeout, retries = pool.timeout_s, pool.retries
+    pool.timeout_s, pool.retries = CALIBRATION_TIMEOUT_S, 0
+    slowest = 0.0
+    try:
+        for i, fen in enumerate(CALIBRATION_FENS):
+            start = time.monotonic()
+            results = list(pool.run([Job(("calibration", i), fen, fen.split()[1] == "w")], limit))
+            if not results or not all(isinstance(r, Evaluation) for r in results):
+                reason = results[0].reason if results else "no result"
+                return SearchTimeout(CALIBRATION_TIMEOUT_S, slowest,
+                                     f"calibration search failed ({reason}): the calibration timeout")
+            slowest = max(slowest, time.monotonic() - start)
+    finally:
+        pool.timeout_s, pool.retries = timeout, retries
+    seconds = max(TIMEOUT_FLOOR_S, round(TIMEOUT_MULTIPLE * slowest, 1))
+    how = (f"{TIMEOUT_MULTIPLE} x the slowest of {len(CALIBRATION_FENS)} calibration searches, "
+           f"{slowest * 1000:,.0f} ms" + (f"; floor {TIMEOUT_FLOOR_S:g}s" if seconds == TIMEOUT_FLOOR_S else ""))
+    return SearchTimeout(seconds, slowest, how)
 
 
 def labels_dir(store: Store, setting: Setting) -> Path:
@@ -206,11 +302,11 @@ class _PartWriter:
         s = self.setting
         head = (*ident, result.job.fen, s.engine, s.limit.kind, s.limit.value)
         if isinstance(result, Failure):
-            self.failures.append((*head, result.reason, result.attempts, now, self.run_id))
+            self.failures.append((*head, result.reason, result.attempts, now, self.run_id, s.hash_cleared))
         else:
             r = result
             self.labels.append((*head, r.cp, r.mate, r.score, r.best_move, r.pv, r.depth, r.seldepth, r.nodes,
-                                r.time_ms, self.pool.threads, self.pool.hash_mb, self.pool.clear_hash, now,
+                                r.time_ms, self.pool.threads, self.pool.hash_mb, s.hash_cleared, now,
                                 self.run_id))
 
     def __len__(self) -> int:
@@ -248,12 +344,13 @@ def count_pending(con: duckdb.DuckDBPyConnection, setting: Setting, run: LabelRu
 
 
 def _pending_params(setting: Setting, run: LabelRun, shards) -> dict:
-    return {**setting.params(), "shards": SHARDS, "shard_list": list(shards), "retry_failed": run.retry_failed}
+    return {**setting.params(), "shards": SHARDS, "shard_list": list(shards), "retry_failed": run.retry_failed,
+            "archives": list(run.archives)}
 
 
 def _relabel_params(setting: Setting, run: LabelRun, shards) -> dict:
     return {**setting.params(), "shards": SHARDS, "shard_list": list(shards), "order": run.order,
-            "max_positions": run.max_positions if run.max_positions > 0 else 1 << 62}
+            "max_positions": run.max_positions if run.max_positions > 0 else 1 << 62, "archives": list(run.archives)}
 
 
 def label_store(store: Store, pool: EnginePool, run: LabelRun,
@@ -264,7 +361,7 @@ def label_store(store: Store, pool: EnginePool, run: LabelRun,
     `pool` must be entered (`with EnginePool(...) as pool`); its engine's `id name` is the
     setting's engine. Returns counts; the labels are in labels/<setting>/part-*.parquet.
     """
-    setting = Setting(pool.name, run.limit)
+    setting = Setting.of(pool, run.limit)
     stats = LabelStats(setting=str(setting))
     remove_stale_tmp(store, setting)
     writer = _PartWriter(store, setting, pool, run.run_id)
@@ -286,6 +383,14 @@ def label_store(store: Store, pool: EnginePool, run: LabelRun,
             handed += 1
             yield job
 
+    def report(now: float, shard_name: str) -> LabelProgress:
+        left = deadline - now if deadline is not None else None
+        handled = stats.labelled + stats.failed
+        total = planned_total(stats.pending_before, run, handled, now - start, left)
+        if shard_name == "done" and stats.stopped_by == "max_seconds":
+            total = handled  # what the time bound let this run do
+        return LabelProgress(stats.labelled, stats.failed, total, now - start, shard_name, left)
+
     def consume(results, shard_name: str) -> None:
         nonlocal last_report, last_flush
         try:
@@ -305,8 +410,7 @@ def label_store(store: Store, pool: EnginePool, run: LabelRun,
                     last_flush = now
                 if progress and now - last_report >= progress_every_s:
                     last_report = now
-                    progress(LabelProgress(stats.labelled, stats.failed, stats.pending_before, now - start,
-                                           shard_name))
+                    progress(report(now, shard_name))
         finally:
             writer.flush()  # what is done is kept, whatever stopped the run (short of SIGKILL)
 
@@ -345,7 +449,7 @@ def label_store(store: Store, pool: EnginePool, run: LabelRun,
     stats.engine_restarts = pool.restarts - restarts_before
     stats.parts_written = writer.parts
     if progress:
-        progress(LabelProgress(stats.labelled, stats.failed, stats.pending_before, stats.seconds, "done"))
+        progress(report(start + stats.seconds, "done"))
     return stats
 
 

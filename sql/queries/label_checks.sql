@@ -14,4 +14,5 @@ SELECT
     min(score) AS min_score,
     max(score) AS max_score
 FROM labels
-WHERE engine = $engine AND limit_kind = $limit_kind AND limit_value = $limit_value;
+WHERE engine = $engine AND limit_kind = $limit_kind AND limit_value = $limit_value
+  AND (limit_kind = 'static' OR coalesce(hash_cleared, $hash_cleared) = $hash_cleared);

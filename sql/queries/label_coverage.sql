@@ -3,9 +3,11 @@
 WITH l AS (
     SELECT DISTINCT position_key, planes, side_to_move, castling, ep_square FROM labels
     WHERE engine = $engine AND limit_kind = $limit_kind AND limit_value = $limit_value
+      AND (limit_kind = 'static' OR coalesce(hash_cleared, $hash_cleared) = $hash_cleared)
 ), f AS (
     SELECT DISTINCT position_key, planes, side_to_move, castling, ep_square FROM label_failures
     WHERE engine = $engine AND limit_kind = $limit_kind AND limit_value = $limit_value
+      AND (limit_kind = 'static' OR coalesce(hash_cleared, $hash_cleared) = $hash_cleared)
 ), status AS (
     SELECT l.position_key IS NOT NULL AS labelled, f.position_key IS NOT NULL AS failed
     FROM distinct_positions d

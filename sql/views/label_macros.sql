@@ -1,11 +1,12 @@
 -- Macros over the label views (created after them).
 
--- The best label of each distinct position under one setting (engine '' = any engine).
+-- The best label of each distinct position under one setting (engine '' = any engine):
+-- a reproducible label (hash_cleared) before a hash-kept one, then the deepest, then the newest.
 CREATE OR REPLACE MACRO setting_labels(kind, value, eng) AS TABLE
     SELECT * FROM labels
     WHERE limit_kind = kind AND limit_value = value AND (eng = '' OR engine = eng)
     QUALIFY row_number() OVER (PARTITION BY position_key, planes, side_to_move, castling, ep_square
-                               ORDER BY depth DESC, labelled_at DESC) = 1;
+                               ORDER BY hash_cleared IS NOT TRUE, depth DESC, labelled_at DESC) = 1;
 
 -- Positions of Sabatelli's datasets: games where both players are rated over min_elo, plus
 -- engine games (CCRL, self-play), each with its label under one setting (NULL when it has

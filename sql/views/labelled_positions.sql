@@ -7,7 +7,7 @@ WITH best AS (
     SELECT * FROM labels
     QUALIFY row_number() OVER (
         PARTITION BY position_key, planes, side_to_move, castling, ep_square
-        ORDER BY limit_kind = 'static', depth DESC, labelled_at DESC
+        ORDER BY limit_kind = 'static', hash_cleared IS NOT TRUE, depth DESC, labelled_at DESC
     ) = 1
 )
 SELECT p.*, b.fen, b.engine, b.limit_kind, b.limit_value, b.cp, b.mate, b.score,

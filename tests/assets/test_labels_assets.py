@@ -71,20 +71,117 @@ def test_nightly_schedule_tick_launches_a_relabel_run_that_works(instance, store
     assert rows == [(8, DISTINCT), (9, 5)]
 
 
-def test_ingesting_an_archive_makes_the_automation_request_a_labels_run(instance, tmp_path, monkeypatch):
+ARCHIVE_B = ('[Event "b1"]\n[Result "*"]\n\n1. d4 d5 2. c4 e6 3. Nc3 Nf6 *\n\n'
+             '[Event "b2"]\n[Result "*"]\n\n1. e4 c5 2. Nf3 d6 *\n')
+
+
+def _epds(text: str) -> set[str]:
+    """Distinct positions of the games by python-chess (board, side, castling, legal en passant)."""
+    import io
+
+    import chess.pgn
+
+    out = set()
+    f = io.StringIO(text)
+    while (game := chess.pgn.read_game(f)) is not None:
+        board = game.board()
+        out.add(board.epd())
+        for move in game.mainline_moves():
+            board.push(move)
+            out.add(board.epd())
+    return out
+
+
+def test_labels_automation_labels_only_the_new_archive_within_a_budget(instance, tmp_path, monkeypatch, stockfish):
+    """The sensor's run after an ingest is restricted to the archive just ingested and bounded,
+    not a run over the whole backlog; CHESS_PIPELINE_AUTO_LABEL=off stops it."""
     from assets.ingest import archive_tables
     from assets.partitions import archives_partitions
 
     st = Store(tmp_path / "auto").ensure()
     monkeypatch.setenv("CHESS_PIPELINE_HOME", str(st.root))
+    monkeypatch.setenv("CHESS_PIPELINE_AUTO_LABEL_MINUTES", "5")
     defs = build_defs({})
-    first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
-    assert first.total_requested == 0
-    path = tmp_path / "two.pgn"
-    path.write_text(GAMES)
-    key = st.add_archive(path)
-    instance.add_dynamic_partitions(archives_partitions.name, [key])
-    assert dg.materialize([archive_tables], partition_key=key, instance=instance,
-                          resources={"store": StoreResource(root=str(st.root))}).success
-    after = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
-    assert after.total_requested == 1 and after.get_num_requested(dg.AssetKey("labels")) == 1
+    sensor = defs.resolve_sensor_def("labels_automation")
+
+    def ingest(name: str, text: str) -> str:
+        path = tmp_path / name
+        path.write_text(text)
+        key = st.add_archive(path)
+        instance.add_dynamic_partitions(archives_partitions.name, [key])
+        assert dg.materialize([archive_tables], partition_key=key, instance=instance,
+                              resources={"store": StoreResource(root=str(st.root))}).success
+        return key
+
+    def tick(cursor):
+        return sensor.evaluate_tick(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs))
+
+    ingest("backlog.pgn", GAMES)  # before the sensor's first tick: left to `chess-pipeline label`
+    first = tick(None)
+    assert not first.run_requests
+    key = ingest("new.pgn", ARCHIVE_B)
+    second = tick(first.cursor)
+    (request,) = second.run_requests
+    config = request.run_config["ops"]["labels"]["config"]
+    assert config["archives"] == [key] and config["max_minutes"] == 5.0
+    result = defs.resolve_job_def(sensor.job_name).execute_in_process(run_config=request.run_config,
+                                                                     instance=instance)
+    assert result.success
+    with memory_connection(st) as con:
+        fens = [r[0] for r in con.sql("SELECT fen FROM labels").fetchall()]
+        distinct = con.sql("SELECT count(*) FROM distinct_positions").fetchall()[0][0]
+    assert sorted(" ".join(f.split()[:4]) for f in fens) == sorted(_epds(ARCHIVE_B))
+    assert distinct == len(_epds(GAMES) | _epds(ARCHIVE_B)) > len(fens)  # the backlog is left alone
+    # The labels run materialised no positions: nothing new, no run.
+    third = tick(second.cursor)
+    assert not third.run_requests
+
+    monkeypatch.setenv("CHESS_PIPELINE_AUTO_LABEL", "off")
+    ingest("later.pgn", GAMES.replace("Bb5 a6", "Bb5 Nf6"))
+    off = tick(third.cursor)
+    assert not off.run_requests and "off" in off.skip_message
+    assert int(off.cursor) > int(third.cursor)
+
+
+def test_labels_automation_settings_are_checked_with_the_valid_values_in_the_message():
+    from assets.labels import auto_label_settings
+
+    assert auto_label_settings({}) == {"enabled": True, "minutes": 10.0, "positions": 0}
+    assert auto_label_settings({"CHESS_PIPELINE_AUTO_LABEL": "OFF"})["enabled"] is False
+    assert auto_label_settings({"CHESS_PIPELINE_AUTO_LABEL_MINUTES": "0",
+                                "CHESS_PIPELINE_AUTO_LABEL_POSITIONS": "500"}) == {
+        "enabled": True, "minutes": 0.0, "positions": 500}
+    with pytest.raises(ValueError, match="must be one of on, 1, true, yes, off"):
+        auto_label_settings({"CHESS_PIPELINE_AUTO_LABEL": "sometimes"})
+    with pytest.raises(ValueError, match="CHESS_PIPELINE_AUTO_LABEL_MINUTES must be a number"):
+        auto_label_settings({"CHESS_PIPELINE_AUTO_LABEL_MINUTES": "ten"})
+    with pytest.raises(ValueError, match="need a budget"):
+        auto_label_settings({"CHESS_PIPELINE_AUTO_LABEL_MINUTES": "0"})
+
+
+def test_progress_file_and_log_count_the_positions_asked_for(instance, store, stockfish, tmp_path):
+    """max_positions 4 of 13 pending: the CLI's progress file and the run's log say 4."""
+    import json
+
+    from assets.labels import PROGRESS_TAG
+
+    progress = tmp_path / "progress.json"
+    result = dg.materialize([labels], instance=instance, tags={PROGRESS_TAG: str(progress)},
+                            run_config={"ops": {"labels": {"config": {"max_positions": 4}}}},
+                            resources={"store": StoreResource(root=str(store.root)),
+                                       "stockfish": StockfishResource(workers=1)})
+    assert result.success
+    assert json.loads(progress.read_text()) == {"done": 4, "failed": 0, "total": 4}
+    logs = [e.user_message for e in instance.all_logs(result.run_id) if " of " in (e.user_message or "")]
+    assert any(m.startswith("4 of 4 positions") for m in logs), logs
+
+
+def test_a_hash_kept_run_reports_its_own_setting_not_the_reproducible_one(instance, store, stockfish):
+    result = dg.materialize([labels], instance=instance, run_config={"ops": {"labels": {"config": {}}}},
+                            resources={"store": StoreResource(root=str(store.root)),
+                                       "stockfish": StockfishResource(workers=1, clear_hash=False)})
+    assert result.success
+    meta = result.get_asset_materialization_events()[0].materialization.metadata
+    assert meta["path"].value.endswith("_hash-kept")
+    coverage = {c.check_name: c for c in result.get_asset_check_evaluations()}["coverage"]
+    assert coverage.passed and coverage.metadata["labelled"].value == DISTINCT

@@ -12,7 +12,8 @@ import chess.pgn
 import pytest
 
 from pipeline.archive import open_archive
-from pipeline.engine import MATE_SCORE, EnginePool, Evaluation, Failure, Job, Limit, UciEngine, parse_info
+from pipeline.engine import (MATE_SCORE, STALEMATE_FEN, EnginePool, Evaluation, Failure, Job, Limit, MalformedOutput,
+                             UciEngine, board_from_fen, check_label, parse_info)
 
 
 def _job(i, fen):
@@ -64,13 +65,13 @@ def test_pool_scores_equal_python_chess_analyse_from_a_cleared_hash(stockfish, f
             assert (r.depth, r.nodes) == (info["depth"], info["nodes"])
 
 
-def test_production_setting_keeps_the_hash_and_stays_close(stockfish, fics_2022):
-    """Without ucinewgame the hash carries over: labels may differ a little, never wildly."""
+def test_hash_kept_setting_stays_close_to_fresh_labels(stockfish, fics_2022):
+    """With clear_hash=False the hash carries over: labels may differ a little, never wildly."""
     fens = _fics_fens(fics_2022, games=2)
     jobs = [_job(i, f) for i, f in enumerate(fens)]
-    with EnginePool(stockfish, workers=1, clear_hash=True) as pool:
-        cleared = _label_all(pool, jobs, Limit("depth", 8))
     with EnginePool(stockfish, workers=1) as pool:
+        cleared = _label_all(pool, jobs, Limit("depth", 8))
+    with EnginePool(stockfish, workers=1, clear_hash=False) as pool:
         kept = _label_all(pool, jobs, Limit("depth", 8))
     diffs = [abs(kept[j.id].score - cleared[j.id].score) for j in jobs
              if kept[j.id].cp is not None and cleared[j.id].cp is not None]
@@ -116,6 +117,45 @@ def test_static_evaluation_and_its_failure_in_check(stockfish):
     finally:
         engine.close()
     assert out["quiet"].cp == round(float(final[0].split()[2]) * 100)
+
+
+def test_parse_info_rejects_malformed_numbers_and_score_kinds():
+    for line in (b"info depth 8 score cp notanumber nodes 10 pv e2e4", b"info depth 8 score cp",
+                 b"info depth x score cp 10", b"info depth 8 score wdl 10 pv e2e4"):
+        with pytest.raises(MalformedOutput, match="malformed engine output"):
+            parse_info(line)
+
+
+START = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1"
+
+
+def test_board_from_fen_is_python_chess_board(fics_2022):
+    fens = _fics_fens(fics_2022, games=20, every=1) + [
+        "rnbqkbnr/ppp1p1pp/8/3pPp2/8/8/PPPP1PPP/RNBQKBNR w KQkq f6 0 1",  # en passant
+        "r3k2r/8/8/8/8/8/8/R3K2R b Kq - 0 1", "4k3/8/8/8/8/8/8/4K3 w - - 0 1", STALEMATE_FEN]
+    assert len(fens) > 500
+    for fen in fens:
+        ours, theirs = board_from_fen(fen), chess.Board(fen)
+        assert ours == theirs and ours.fen() == fen
+        assert list(ours.legal_moves) == list(theirs.legal_moves)
+
+
+@pytest.mark.parametrize("fields,why", [
+    ({}, None),
+    ({"best_move": "e7e5", "pv": "e7e5"}, "best move e7e5 illegal in the position"),
+    ({"pv": "e2e4 e7e5 e4e5"}, "PV move 3 e4e5 illegal"),
+    ({"pv": "e2e4 zz99"}, "PV move 2 'zz99' is not a UCI move"),
+    ({"cp": 30000, "score": 30000}, "cp 30000 out of range (|cp| < 30000)"),
+    ({"cp": None, "mate": 251, "score": 31499}, "mate 251 out of range (|mate| <= 250)"),
+    ({"cp": None, "mate": 0, "score": 32000}, "mate 0 (checkmated) with a best move"),
+    ({"depth": 0}, "depth 0 for a search"),
+    ({"depth": 9}, "depth 9 past the limit depth 8"),
+    ({"best_move": None, "pv": None, "depth": 0}, "no best move in a position with legal moves"),
+])
+def test_check_label_against_python_chess(fields, why):
+    base = dict(job=_job(0, START), cp=30, mate=None, score=30, best_move="e2e4", pv="e2e4 e7e5 g1f3",
+                depth=8, seldepth=10, nodes=1000, time_ms=1, attempts=1)
+    assert check_label(Evaluation(**{**base, **fields}), Limit("depth", 8)) == why
 
 
 def test_parse_info_reads_bounds_and_pv():
@@ -193,3 +233,15 @@ def test_crash_on_every_try_is_a_failure(stockfish):
             stop.set()
             t.join()
     assert isinstance(r, Failure) and r.attempts == 3 and r.reason.startswith("engine crashed (killed by signal 9)")
+
+
+def test_a_stockfish_path_the_user_named_is_never_replaced_by_another_engine(tmp_path, stockfish):
+    from pipeline.engine import EngineNotFound, find_stockfish
+
+    with pytest.raises(EngineNotFound, match="does not exist.*STOCKFISH_PATH"):
+        find_stockfish(environ={"STOCKFISH_PATH": str(tmp_path / "nowhere"), "PATH": "/usr/games:/usr/bin"})
+    text = tmp_path / "stockfish"
+    text.write_text("not a program")
+    with pytest.raises(EngineNotFound, match="not executable"):
+        find_stockfish(str(text), environ={})
+    assert find_stockfish(environ={"STOCKFISH_PATH": stockfish}) == stockfish

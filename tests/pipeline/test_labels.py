@@ -186,3 +186,114 @@ def test_concurrent_runs_split_the_shards_between_them(store, tmp_path, fics_sea
     cov = coverage(store, setting)
     assert ra["labelled"] + rb["labelled"] == cov["labelled"] == cov["distinct_positions"]
     assert integrity(store, setting)["duplicates"] == 0
+
+
+def test_progress_total_is_the_work_asked_for_not_the_whole_backlog(store, tmp_path, stockfish):
+    """--limit N with more than N pending: the bar and the ETA count N, not every pending position."""
+    add_pgn(store, tmp_path, "a.pgn", ARCHIVE_A)
+    add_pgn(store, tmp_path, "b.pgn", ARCHIVE_B)
+    pending = len(_distinct(ARCHIVE_A, ARCHIVE_B))
+    assert pending > 7
+    seen = []
+    with EnginePool(stockfish, workers=1) as pool:
+        stats = label_store(store, pool, LabelRun(max_positions=7), seen.append, progress_every_s=0.0)
+    assert stats.labelled == 7 and stats.pending_before == pending
+    totals = {p.total for p in seen if p.total}  # 0 until the count (beside the first query) is in
+    assert totals == {7}
+    assert seen[-1].shard == "done" and (seen[-1].done, seen[-1].total) == (7, 7)
+
+
+def test_eta_of_a_time_bounded_run_ends_with_its_budget():
+    from pipeline.labels import LabelProgress
+
+    # 100 of 10,000 in 10 s: 990 s to go by count, but the run stops in 30 s.
+    p = LabelProgress(100, 0, 10_000, 10.0, "00", budget_left_s=30.0)
+    assert p.eta_seconds == 30.0
+    assert LabelProgress(100, 0, 200, 10.0, "00", budget_left_s=30.0).eta_seconds == 10.0
+    assert LabelProgress(100, 0, 200, 10.0, "00").eta_seconds == 10.0
+
+
+def test_planned_total_is_what_the_bounds_let_the_run_do():
+    from pipeline.labels import planned_total
+
+    assert planned_total(10_000, LabelRun(max_positions=300), 0, 0.0, None) == 300
+    assert planned_total(200, LabelRun(max_positions=300), 0, 0.0, None) == 200
+    # 100 done in 10 s with 50 s of a 60 s bound left: about 600 in all, not 10,000.
+    assert planned_total(10_000, LabelRun(max_seconds=60), 100, 10.0, 50.0) == 600
+    assert planned_total(10_000, LabelRun(max_seconds=60, max_positions=300), 100, 10.0, 50.0) == 300
+
+
+def test_a_run_restricted_to_archives_labels_only_their_positions(store, tmp_path, stockfish):
+    add_pgn(store, tmp_path, "a.pgn", ARCHIVE_A)
+    key_b = add_pgn(store, tmp_path, "b.pgn", ARCHIVE_B)
+    only_b = _distinct(ARCHIVE_B)
+    with EnginePool(stockfish, workers=1) as pool:
+        seen = []
+        got = label_store(store, pool, LabelRun(archives=(key_b,)), seen.append, progress_every_s=0.0)
+        assert got.labelled == len(only_b) and seen[-1].total == len(only_b)
+        assert sorted(" ".join(r["fen"].split()[:4]) for r in _labels(store)) == sorted(only_b)
+        # The rest of the store is untouched until a run without the restriction.
+        rest = label_store(store, pool, LabelRun())
+        assert rest.labelled == len(_distinct(ARCHIVE_A, ARCHIVE_B)) - len(only_b)
+        # Re-labelling takes the restriction too.
+        deeper = label_store(store, pool, LabelRun(limit=Limit("depth", 9), relabel=True, archives=(key_b,)))
+    assert deeper.labelled == len(only_b)
+    rows = _labels(store, "SELECT fen FROM labels WHERE limit_value = 9")
+    assert sorted(" ".join(r["fen"].split()[:4]) for r in rows) == sorted(only_b)
+
+
+def test_search_timeout_is_measured_from_the_limit_with_a_floor(stockfish):
+    from pipeline.labels import TIMEOUT_FLOOR_S, TIMEOUT_MULTIPLE, search_timeout
+
+    with EnginePool(stockfish, workers=1) as pool:
+        quick = search_timeout(pool, Limit("depth", 6))
+        static = search_timeout(pool, Limit("static"))
+        deep = search_timeout(pool, Limit("nodes", 400_000))
+        assert (pool.timeout_s, pool.retries) == (60.0, 2)  # the pool's own settings are left alone
+    assert quick.seconds == static.seconds == TIMEOUT_FLOOR_S  # milliseconds of search: the floor
+    assert 0 < quick.measured_s < 1.0 and 0 < static.measured_s < 1.0
+    # 400k nodes take a measurable while; the timeout is a multiple of it.
+    assert deep.measured_s > quick.measured_s
+    assert deep.seconds == max(TIMEOUT_FLOOR_S, round(TIMEOUT_MULTIPLE * deep.measured_s, 1))
+
+
+def test_a_store_labelled_before_reproducible_labels_stays_readable(store, tmp_path, stockfish):
+    """Before hash_cleared was part of the setting, default runs kept the hash and wrote under
+    `<engine>_<limit>/`, and failures had no hash_cleared column. Those labels count as the
+    hash-kept setting; the default (reproducible) run labels the positions again beside them."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.labels import FAILURES_SCHEMA
+
+    add_pgn(store, tmp_path, "a.pgn", ARCHIVE_A)
+    expected = _distinct(ARCHIVE_A)
+    with EnginePool(stockfish, workers=1, clear_hash=False) as pool:
+        label_store(store, pool, LabelRun())
+    # Lay the store out as the old code did: hash-kept labels under the plain slug, and one
+    # failure written with the old failures schema (no hash_cleared column).
+    old_dir = store.root / "labels" / "stockfish-15.1_depth-8"
+    shutil.move(store.root / "labels" / "stockfish-15.1_depth-8_hash-kept", old_dir)
+    first = _labels(store, "SELECT * FROM labels ORDER BY fen LIMIT 1")[0]
+    old_schema = pa.schema([f for f in FAILURES_SCHEMA if f.name != "hash_cleared"])
+    row = {f.name: [first.get(f.name)] for f in old_schema}
+    row.update(reason=["engine crashed; 3 tries"], attempts=[3], failed_at=[first["labelled_at"]], run_id=["old"])
+    (store.root / "label_failures" / "stockfish-15.1_depth-8").mkdir(parents=True)
+    pq.write_table(pa.table(row, schema=old_schema),
+                   store.root / "label_failures" / "stockfish-15.1_depth-8" / "part-old.parquet")
+
+    kept = Setting("Stockfish 15.1", Limit("depth", 8), hash_cleared=False)
+    fresh = Setting("Stockfish 15.1", Limit("depth", 8))
+    assert coverage(store, kept)["labelled"] == len(expected)
+    assert (coverage(store, fresh)["labelled"], coverage(store, fresh)["failed"]) == (0, 1)
+    with EnginePool(stockfish, workers=1) as pool:
+        again = label_store(store, pool, LabelRun())
+    assert (again.labelled, again.failed) == (len(expected) - 1, 0)  # the old failure is not retried
+    assert coverage(store, fresh)["labelled"] == len(expected) - 1
+    assert integrity(store, fresh)["duplicates"] == integrity(store, kept)["duplicates"] == 0
+    best = _labels(store, "SELECT fen, hash_cleared FROM best_labels")
+    assert len(best) == len(expected)
+    assert [r["fen"] for r in best if not r["hash_cleared"]] == [first["fen"]]
+    assert _labels(store, "SELECT hash_cleared FROM label_failures") == [{"hash_cleared": None}]
