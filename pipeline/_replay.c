@@ -104,7 +104,8 @@ typedef struct {
     u64 white;
     int turn; /* 1 white to move */
     u64 castling;
-    int ep, halfmove, fullmove;
+    int ep;
+    long long halfmove, fullmove; /* FEN clocks may exceed 2**31 with the plies of a long game */
 } Pos;
 
 static inline u64 occupied(const Pos *p) {
@@ -351,9 +352,13 @@ static PyObject *py_replay(PyObject *self, PyObject *args) {
     p.white = v[6];
     p.turn = v[7] != 0;
     p.castling = v[8];
+    if (v[9] > NO_EP || v[10] > (u64)1 << 62 || v[11] > (u64)1 << 62) {
+        PyErr_SetString(PyExc_ValueError, "state: ep square or clocks out of range");
+        return NULL;
+    }
     p.ep = (int)v[9];
-    p.halfmove = (int)v[10];
-    p.fullmove = (int)v[11];
+    p.halfmove = (long long)v[10];
+    p.fullmove = (long long)v[11];
 
     Py_ssize_t n = PyList_GET_SIZE(sans);
     if (start < 0 || start > n) {
@@ -398,7 +403,7 @@ static PyObject *py_replay(PyObject *self, PyObject *args) {
         Py_DECREF(caps);
         return NULL;
     }
-    return Py_BuildValue("nNNN(KKKKKKKiKiii)", k, records, ucis, caps, p.pc[PAWN], p.pc[KNIGHT], p.pc[BISHOP],
+    return Py_BuildValue("nNNN(KKKKKKKiKiLL)", k, records, ucis, caps, p.pc[PAWN], p.pc[KNIGHT], p.pc[BISHOP],
                          p.pc[ROOK], p.pc[QUEEN], p.pc[KING], p.white, p.turn, p.castling, p.ep, p.halfmove,
                          p.fullmove);
 nomem:
@@ -457,15 +462,21 @@ static Py_ssize_t san_length(const char *s, Py_ssize_t n) {
     return 0;
 }
 
-/* End of the run of digits at i, or -1 when it holds 0000: the expressions find the null
- * move there. */
+/* End of the run of digits at i. */
 static Py_ssize_t digits_end(const char *s, Py_ssize_t i, Py_ssize_t n) {
-    int zeros = 0;
-    for (; i < n && is_digit(s[i]); i++) {
-        zeros = s[i] == '0' ? zeros + 1 : 0;
-        if (zeros == 4) return -1;
-    }
+    while (i < n && is_digit(s[i])) i++;
     return i;
+}
+
+/* Whether s[i:j] holds 0000, where the expressions find a null move (unless the digits are
+ * a move number or a NAG, which they read whole). */
+static int has_null_move(const char *s, Py_ssize_t i, Py_ssize_t j) {
+    int zeros = 0;
+    for (; i < j; i++) {
+        zeros = s[i] == '0' ? zeros + 1 : 0;
+        if (zeros == 4) return 1;
+    }
+    return 0;
 }
 
 static inline int starts(const char *s, Py_ssize_t n, const char *word) {
@@ -512,7 +523,7 @@ static PyObject *py_tokenize(PyObject *self, PyObject *arg) {
             i++;
         } else if (c == '$') {
             Py_ssize_t j = digits_end(s, i + 1, n);
-            if (j < 0 || j == i + 1 || (j < n && !is_space(s[j]) && s[j] != '{')) goto unsure;
+            if (j == i + 1 || (j < n && !is_space(s[j]) && s[j] != '{')) goto unsure;
             i = j;
         } else if (c == '*') {
             result = "*";
@@ -521,12 +532,14 @@ static PyObject *py_tokenize(PyObject *self, PyObject *arg) {
         } else if (is_digit(c)) {
             /* A SAN token may start at a rank digit ("1e4"): leave that to the expressions. */
             if (is_rank(c) && (san_length(rest, left) > 0)) goto unsure;
-            Py_ssize_t j = digits_end(s, i, n);
-            if (j < 0) goto unsure;
+            /* A move number of any length, "10000." included. */
+            Py_ssize_t digits = digits_end(s, i, n), j = digits;
             while (j < n && is_space(s[j])) j++;
             if (j < n && s[j] == '.') {
                 while (j < n && s[j] == '.') j++;
                 i = j;
+            } else if (has_null_move(s, i, digits)) {
+                goto unsure;
             } else if (starts(rest, left, "1/2-1/2")) {
                 result = "1/2-1/2";
                 result_len = 7;

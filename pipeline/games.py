@@ -25,9 +25,17 @@ _TOKEN = re.compile(
 _NOT_JUNK = re.compile(
     r"\s+|\d+\s*\.+|\$\d+|[!?]+|[+#]|=|" + _TOKEN.pattern
 )
+# The scan for tokens reads move numbers ("10000.") and NAGs ("$10000") whole, as
+# _NOT_JUNK does, so that the "0000" inside them is never taken for a null move: they
+# give empty matches, which are dropped.
+_SCAN = re.compile(r"\d+\s*\.+|\$\d+|(" + _TOKEN.pattern + ")")
 RESULTS = frozenset(("1-0", "0-1", "1/2-1/2", "*"))
 EXCERPT_CHARS = 600
 _NO_CAPTURE = np.zeros(1, dtype=bool)  # the start position of a game was reached by no move
+# ply, halfmove_clock and fullmove_number are uint32 columns. A FEN's clocks may be any size
+# (python-chess takes them as they are); above this a FEN is a bad_fen, so that the start
+# clock plus the plies of any game that fits in memory stays below 2**32.
+MAX_FEN_CLOCK = 2**31 - 1
 
 # Headers with a column of their own; every other header goes to extra_headers.
 COLUMN_HEADERS = {
@@ -55,9 +63,9 @@ REJECTED_SCHEMA = pa.schema([
 ])
 
 POSITIONS_SCHEMA = pa.schema([
-    ("position_key", pa.uint64()), ("game_id", pa.int64()), ("ply", pa.uint16()),
+    ("position_key", pa.uint64()), ("game_id", pa.int64()), ("ply", pa.uint32()),
     ("planes", pa.binary(96)), ("side_to_move", pa.string()), ("castling", pa.uint8()),
-    ("ep_square", pa.int8()), ("halfmove_clock", pa.uint16()), ("fullmove_number", pa.uint16()),
+    ("ep_square", pa.int8()), ("halfmove_clock", pa.uint32()), ("fullmove_number", pa.uint32()),
     ("move_uci", pa.string()), ("is_capture", pa.bool_()), ("is_check", pa.bool_()),
     ("result", pa.string()), ("white_elo", pa.int32()), ("black_elo", pa.int32()),
 ])
@@ -123,7 +131,7 @@ def tokenize(movetext: str) -> tuple[list[str], str | None]:
 def tokenize_python(movetext: str) -> tuple[list[str], str | None]:
     """tokenize() with regular expressions only."""
     body = _STRIP.sub(" ", movetext) if ("{" in movetext or ";" in movetext or "%" in movetext) else movetext
-    tokens = _TOKEN.findall(body)
+    tokens = _SCAN.findall(body)
     junk = _NOT_JUNK.sub("", body)
     if junk:
         raise Rejected("unparsable_move", f"unrecognised text {junk[:40]!r} in the movetext")
@@ -145,7 +153,7 @@ def tokenize_python(movetext: str) -> tuple[list[str], str | None]:
     for tok in tokens:
         if tok in RESULTS:
             result = tok
-        else:
+        elif tok:
             sans.append(tok)
     return sans, result
 
@@ -195,6 +203,9 @@ def _initial_board(headers: dict[str, str]) -> tuple[chess.Board, str | None]:
         board = chess.Board(fen)
     except ValueError as e:
         raise Rejected("bad_fen", f"invalid FEN setup {fen!r}: {e}") from e
+    for clock, value in (("halfmove clock", board.halfmove_clock), ("fullmove number", board.fullmove_number)):
+        if value > MAX_FEN_CLOCK:
+            raise Rejected("bad_fen", f"FEN setup {fen!r}: {clock} {value} is out of range (at most {MAX_FEN_CLOCK:,})")
     if board.has_chess960_castling_rights() or "960" in variant:
         raise Rejected("variant", f"FEN setup {fen!r} has Chess960 castling rights")
     status = board.status()
@@ -252,9 +263,15 @@ class ChunkBuilder:
         rj["reason_code"].append(code)
         rj["reason"].append(reason)
         rj["ply"].append(ply)
-        rj["excerpt"].append(raw.text[:EXCERPT_CHARS])
+        rj["excerpt"].append(raw.text[:EXCERPT_CHARS].replace("\x00", "\u2400"))  # NUL shown as the NUL symbol
 
     def _add_game(self, raw: RawGame) -> None:
+        if "\x00" in raw.text:
+            # Binary content past the archive's first 4,096 bytes (those are checked whole by
+            # pipeline.archive): this game is damaged, the others are read.
+            line = raw.text.count("\n", 0, raw.text.index("\x00")) + 1
+            raise Rejected("binary_data", f"NUL byte at line {line} of the game: binary data, not PGN text "
+                                          "(a damaged or partly overwritten archive?)")
         headers, movetext = split_game(raw.text)
         if not raw.terminated:
             raise Rejected("truncated", "archive ends inside this game (no result marker): the last game is truncated")
@@ -303,13 +320,13 @@ class ChunkBuilder:
         n = len(records)
         self.records.append(records)
         self.pos_game.append(np.full(n, gid, dtype=np.int64))
-        self.pos_ply.append(np.arange(n, dtype=np.uint16))
+        self.pos_ply.append(np.arange(n, dtype=np.uint32))
         # Side to move alternates from the start position's.
         turn = np.zeros(n, dtype=bool)
         turn[(0 if start_turn else 1)::2] = True
         self.pos_turn.append(turn)
         plies_before = np.arange(n) + (0 if start_turn else 1)
-        self.pos_fullmove.append((start_fullmove + plies_before // 2).astype(np.uint16))
+        self.pos_fullmove.append((start_fullmove + plies_before // 2).astype(np.uint32))
         self.pos_move.extend(ucis)
         self.pos_move.append(None)
         self.pos_capture.append(_NO_CAPTURE)
@@ -340,13 +357,13 @@ class ChunkBuilder:
         return pa.Table.from_arrays([
             pa.array(keys, type=pa.uint64()),
             pa.array(np.concatenate(self.pos_game), type=pa.int64()),
-            pa.array(np.concatenate(self.pos_ply), type=pa.uint16()),
+            pa.array(np.concatenate(self.pos_ply), type=pa.uint32()),
             planes_arr,
             pa.array(np.where(turn, "w", "b"), type=pa.string()),
             pa.array(castling, type=pa.uint8()),
             pa.array(ep, type=pa.int8(), mask=ep < 0),
-            pa.array(rec[:, 9].astype(np.uint16), type=pa.uint16()),
-            pa.array(np.concatenate(self.pos_fullmove), type=pa.uint16()),
+            pa.array(rec[:, 9].astype(np.uint32), type=pa.uint32()),
+            pa.array(np.concatenate(self.pos_fullmove), type=pa.uint32()),
             pa.array(self.pos_move, type=pa.string()),
             pa.array(np.concatenate(self.pos_capture), type=pa.bool_()),
             pa.array(rec[:, 10].astype(bool), type=pa.bool_()),

@@ -170,7 +170,8 @@ _FRAGMENTS = ["1.", "12.", "3...", "1 .", "e4", "exd5", "Nf3", "Nbd7", "R1e2", "
               "O-O", "O-O-O", "0-0", "0-0-0", "1-0", "0-1", "1/2-1/2", "*", "{comment}", "{a; b}", "{unclosed",
               "; rest\n", "\n%escape\n", "%", "$1", "$12", "!", "?!", "+", "#", "=", "(", ")", "--", "Z0", "0000",
               "N@f6", "P", "e", "1e4", "xd5", "-e4", "e2e4", "Kxe1", "\u00e9", "\t", "\x1c", "10", "1-0-0", "$",
-              "e4+", "Nf3#", "b8b", ".", "9.", "a1", "h8=K", "00009."]
+              "e4+", "Nf3#", "b8b", ".", "9.", "a1", "h8=K", "00009.", "10000.", "10000...", "20000 .", "10000",
+              "$10000", "0000.", "100001."]
 
 
 def test_compiled_tokenizer_equals_the_expressions_or_defers(compiled):
@@ -223,3 +224,12 @@ def test_split_game_equals_a_line_by_line_reading_of_odd_tag_sections():
     for _ in range(20_000):
         text = "\n".join(rng.choice(lines) for _ in range(rng.randrange(8))) + rng.choice(["", "\n", "\n\n1. e4 *"])
         assert split_game(text) == _split_game_line_by_line(text), repr(text)
+
+
+@pytest.mark.parametrize("implementation", ["compiled", "python"])
+def test_move_numbers_of_any_length_are_move_numbers(implementation, request):
+    """ "10000." holds "0000", the null move's notation: it is a move number all the same."""
+    tokenize = request.getfixturevalue("compiled").tokenize if implementation == "compiled" else tokenize_python
+    assert tokenize("9999. Nf3 Nf6 10000. Ng1 Ng8 10001. e4 *") == (["Nf3", "Nf6", "Ng1", "Ng8", "e4"], "*")
+    assert tokenize("10000... Ng8 100000 . e4 $10000 e5 1-0") == (["Ng8", "e4", "e5"], "1-0")
+    assert tokenize_python("1. e4 0000 2. d4 *") == (["e4", "0000", "d4"], "*")  # a null move stays one

@@ -205,3 +205,99 @@ def test_compiled_loop_resolves_every_move_of_real_games(fics_2022, compiled):
         assert stop == len(sans), (raw.index, sans[stop])
         moves += len(sans)
     assert moves > 160_000
+
+
+# ---- Values that must not wrap (issue 13, item 12) ------------------------------------------
+
+def _numbered(sans: list[str], fullmove: int = 1, white_first: bool = True) -> str:
+    """SAN moves as PGN movetext with move numbers from `fullmove`."""
+    out = []
+    for j, san in enumerate(sans):
+        white = (j % 2 == 0) == white_first
+        if white:
+            out.append(f"{fullmove}.")
+        elif j == 0:
+            out.append(f"{fullmove}...")
+        out.append(san)
+        if not white:
+            fullmove += 1
+    return " ".join(out)
+
+
+def _ingest_text(tmp_path, text: str):
+    import pyarrow.parquet as pq
+
+    from pipeline.ingest import IngestConfig, ingest_archive
+    from pipeline.store import Store
+
+    path = tmp_path / "long.pgn"
+    path.write_text(text)
+    store = Store(tmp_path / "store").ensure()
+    ingest_archive(store, "long", path, IngestConfig(workers=1))
+    return [pq.read_table(store.partition_file(t, "long")) for t in ("games", "rejected_games", "positions")]
+
+
+def test_a_game_longer_than_65536_plies_keeps_every_ply_and_clock(tmp_path):
+    """Knights out and back, 70,000 plies: the replay applies no game-ending rule (nor does
+    python-chess's push), so every ply is a position. Move numbers run past 10000."""
+    n = 70_000
+    sans = ["Nf3", "Nf6", "Ng1", "Ng8"] * (n // 4)
+    games, rejected, positions = _ingest_text(tmp_path, f'[Event "long"]\n[Result "*"]\n\n{_numbered(sans)} *\n')
+    assert rejected.num_rows == 0, rejected.to_pylist()
+    assert games.column("ply_count").to_pylist() == [n]
+    assert games.column("moves_uci").to_pylist()[0].split() == ["g1f3", "g8f6", "f3g1", "f6g8"] * (n // 4)
+    ply = positions.column("ply").to_numpy()
+    assert positions.num_rows == n + 1 and (ply == np.arange(n + 1)).all()
+    # No pawn move and no capture: the halfmove clock is the ply; the fullmove number grows
+    # every second ply. python-chess says the same at the plies around the 16-bit edges.
+    assert (positions.column("halfmove_clock").to_numpy() == np.arange(n + 1)).all()
+    assert (positions.column("fullmove_number").to_numpy() == 1 + np.arange(n + 1) // 2).all()
+    board, keys = chess.Board(), positions.column("position_key").to_pylist()
+    moves = [chess.Move.from_uci(u) for u in ("g1f3", "g8f6", "f3g1", "f6g8")]
+    for k in range(n + 1):
+        if k in (0, 1, 2, 3, 65_534, 65_535, 65_536, 65_537, n):
+            assert (keys[k], board.halfmove_clock, board.fullmove_number) == (
+                chess.polyglot.zobrist_hash(board), int(positions["halfmove_clock"][k].as_py()),
+                int(positions["fullmove_number"][k].as_py())), k
+        if k < n:
+            board.push(moves[k % 4])
+
+
+def test_fen_clocks_at_the_16_bit_edge_do_not_wrap(tmp_path):
+    fen = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 65535 65535"
+    sans = ["Nf3", "Nf6", "Ng1", "Ng8", "Nc3"]
+    text = f'[Event "edge"]\n[SetUp "1"]\n[FEN "{fen}"]\n[Result "*"]\n\n{_numbered(sans, 65535)} *\n'
+    games, rejected, positions = _ingest_text(tmp_path, text)
+    assert rejected.num_rows == 0, rejected.to_pylist()
+    board, expected = chess.Board(fen), []
+    for san in [None] + sans:
+        if san:
+            board.push_san(san)
+        expected.append((board.halfmove_clock, board.fullmove_number))
+    got = list(zip(positions.column("halfmove_clock").to_pylist(), positions.column("fullmove_number").to_pylist()))
+    assert got == expected and expected[-1] == (65540, 65537)
+
+
+def test_move_number_10000_is_a_move_number_not_a_null_move(tmp_path):
+    """python-chess reads the "0000" in "10000." as a null move; the facts come from pushing
+    the SAN moves one by one instead."""
+    fen = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 9999"
+    sans = ["Nf3", "Nf6", "Ng1", "Ng8", "e4", "e5"]
+    movetext = _numbered(sans, 9999)
+    assert "10000. Ng1" in movetext and "10001. e4" in movetext
+    text = f'[Event "numbers"]\n[SetUp "1"]\n[FEN "{fen}"]\n[Result "*"]\n\n{movetext} *\n'
+    games, rejected, positions = _ingest_text(tmp_path, text)
+    assert rejected.num_rows == 0, rejected.to_pylist()
+    board = chess.Board(fen)
+    ucis = [board.push_san(s).uci() for s in sans]
+    assert games.column("moves_uci").to_pylist() == [" ".join(ucis)]
+    assert positions.column("fullmove_number").to_pylist() == [9999, 9999, 10000, 10000, 10001, 10001, 10002]
+
+
+def test_a_fen_clock_beyond_the_stored_range_is_a_bad_fen(tmp_path):
+    fen = f"rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 {2 ** 31}"
+    text = f'[Event "huge"]\n[SetUp "1"]\n[FEN "{fen}"]\n[Result "*"]\n\n1. e4 *\n'
+    games, rejected, _ = _ingest_text(tmp_path, text)
+    assert games.num_rows == 0
+    [row] = rejected.to_pylist()
+    assert row["reason_code"] == "bad_fen" and "fullmove number" in row["reason"], row
