@@ -3,19 +3,18 @@
 import time
 
 import dagster as dg
-import pyarrow as pa
-import pyarrow.parquet as pq
 
+from assets.config import DescribedConfig
 from assets.metadata import md_table, png_md
 from assets.partitions import archives_partitions
 from assets.resources import StoreResource
 from pipeline.duck import create_views
 from pipeline.ingest import IngestConfig, IngestStats, count_games_python_chess, expected_positions, ingest_archive
-from pipeline.plots import histogram_png
+from pipeline.plots import games_charts
 
 GROUP = "ingest"
 
-class IngestRunConfig(dg.Config):
+class IngestRunConfig(DescribedConfig):
     workers: int = 0
     """Worker processes for this archive; 0 = one per core."""
     chunk_games: int = 2000
@@ -56,9 +55,13 @@ def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, s
             last[0] = time.monotonic()
             context.log.info(f"{s.games + s.rejected:,} games, {s.plies:,} plies, {s.plies_per_second:,.0f} plies/s")
 
-    stats = ingest_archive(st, key, path, IngestConfig(workers=config.workers, chunk_games=config.chunk_games, batch_games=config.batch_games), progress)
+    stats = ingest_archive(st, key, path, IngestConfig(workers=config.workers, chunk_games=config.chunk_games,
+                                                      batch_games=config.batch_games),
+                           progress, on_wait=context.log.warning)
     in_file = count_games_python_chess(path)
     positions_expected = expected_positions(st, key)
+    for warning in stats.notes.warnings:  # e.g. games lost inside an unclosed comment, with the line
+        context.log.warning(warning.message)
     context.log.info(
         f"{key}: {stats.games:,} games, {stats.rejected:,} rejected, {stats.positions:,} positions "
         f"in {stats.seconds:.1f}s ({stats.plies_per_second:,.0f} plies/s)"
@@ -68,6 +71,8 @@ def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, s
         "path": dg.MetadataValue.path(str(st.partition_file("games", key))),
         "seconds": round(stats.seconds, 2), "plies_per_second": round(stats.plies_per_second),
         **_game_charts(st.partition_file("games", key), key),
+        **({"archive_warnings": md_table(("line", "warning"), {
+            f"{w.line:,}": w.message for w in stats.notes.warnings})} if stats.notes.warnings else {}),
     })
     yield dg.MaterializeResult(asset_key="rejected_games", metadata={
         "rows": stats.rejected, "path": dg.MetadataValue.path(str(st.partition_file("rejected_games", key))),
@@ -78,10 +83,14 @@ def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, s
         "path": dg.MetadataValue.path(str(st.partition_file("positions", key))),
         "bytes_per_position": round(stats.bytes_per_position, 2),
     })
+    lost = stats.notes.games_in_unclosed_comments
     yield dg.AssetCheckResult(
         asset_key="games", check_name="reconciles_with_file",
-        passed=stats.games + stats.rejected == in_file,
-        metadata={"games": stats.games, "rejected": stats.rejected, "games_in_file (python-chess)": in_file},
+        passed=stats.games + stats.rejected == in_file and not lost,
+        # Games swallowed by an unclosed comment (python-chess loses them too) are a warning.
+        severity=dg.AssetCheckSeverity.ERROR if stats.games + stats.rejected != in_file else dg.AssetCheckSeverity.WARN,
+        metadata={"games": stats.games, "rejected": stats.rejected, "games_in_file (python-chess)": in_file,
+                  "games_in_unclosed_comments": lost},
     )
     yield dg.AssetCheckResult(
         asset_key="positions", check_name="one_position_per_ply",
@@ -90,20 +99,10 @@ def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, s
     )
 
 def _game_charts(games_file, key: str) -> dict:
-    """Game lengths and players' ratings of the partition, as charts for the UI."""
-    games = pq.read_table(games_file, columns=["ply_count", "white_elo", "black_elo"])
-    if not games.num_rows:
-        return {}
-    charts = {"game_lengths": png_md(histogram_png(
-        games.column("ply_count").to_numpy(), f"{key}: game lengths", "plies (300 and more in the last bin)",
-        bins=60, clip=(0, 300), ylabel="games"), "game lengths")}
-    elos = pa.concat_arrays([games.column(c).combine_chunks() for c in ("white_elo", "black_elo")]).drop_null()
-    charts["rated_players"] = len(elos)
-    if len(elos):
-        charts["ratings"] = png_md(histogram_png(
-            elos.to_numpy(), f"{key}: ratings of {len(elos):,} of {2 * games.num_rows:,} players",
-            "Elo", bins=60, ylabel="players"), "player ratings")
-    return charts
+    """Game lengths and players' ratings of the partition as charts for the UI, and its numbers
+    of distinct players and rated players (by name): pipeline.plots.games_charts."""
+    return {k: png_md(v, k.replace("_", " ")) if isinstance(v, bytes) else v
+            for k, v in games_charts(games_file, key).items()}
 
 
 @dg.asset(

@@ -9,34 +9,46 @@ from assets.ingest import ingest_job
 from assets.partitions import archives_partitions
 from assets.resources import StoreResource
 
-
-def _signature(path) -> str:
-    st = path.stat()
-    return f"{st.st_size}:{st.st_mtime_ns}"
+DUPLICATES = "~duplicates"
+"""Cursor entry listing the duplicate files already logged (no partition key starts with ~)."""
 
 
 @dg.sensor(job=ingest_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Adds each new (or changed) archive in the archives folder as a partition and requests its run.")
+           description="Adds each new (or changed) archive in the archives folder as a partition and requests its run. "
+                       "Archives are told apart by content: a file with the bytes of a known archive is that archive.")
 def archives_sensor(context: dg.SensorEvaluationContext, store: StoreResource) -> dg.SensorResult:
     st = store.get()
-    seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
-    found = st.find_archives()
+    # The cursor holds each partition's content hash; a cursor from before hashes (size:mtime)
+    # counts as unknown, so its partitions are recorded, not re-run.
+    seen: dict = json.loads(context.cursor) if context.cursor else {}
+    scan = st.scan_archives()
+    told = set(seen.get(DUPLICATES, []))
+    for path, key in sorted(scan.duplicates.items()):
+        if str(path) not in told:  # said once, not every tick
+            context.log.info(f"{path} has the same content as archive {key}: not a new partition")
+    for path in scan.dangling:
+        context.log.warning(f"{path} is a link to a missing file: skipped")
     existing = set(context.instance.get_dynamic_partitions(archives_partitions.name))
-    current = {}
-    for key, path in found.items():
-        try:
-            current[key] = _signature(path)
-        except OSError:
-            continue  # a dangling link or a file being replaced: next tick
+    current = scan.hashes
     new_keys = sorted(k for k in current if k not in existing)
-    changed = sorted(k for k, sig in current.items() if k in existing and seen.get(k) not in (None, sig))
+    changed = sorted(k for k, digest in current.items()
+                     if k in existing and ":" not in seen.get(k, ":") and seen[k] != digest)
+    # The modification time in the run key lets content that changes back (A, B, A) run again.
     run_requests = [
-        dg.RunRequest(run_key=f"{k}:{current[k]}", partition_key=k) for k in new_keys + changed
+        dg.RunRequest(run_key=f"{k}:{current[k][:16]}:{_mtime_ns(scan.archives[k])}", partition_key=k)
+        for k in new_keys + changed
     ]
     # Partitions that exist but were never seen by this cursor (e.g. added by the CLI) are
     # only recorded, not re-run.
     return dg.SensorResult(
         run_requests=run_requests,
         dynamic_partitions_requests=[archives_partitions.build_add_request(new_keys)] if new_keys else [],
-        cursor=json.dumps(current, sort_keys=True),
+        cursor=json.dumps({**current, DUPLICATES: sorted(map(str, scan.duplicates))}, sort_keys=True),
     )
+
+
+def _mtime_ns(path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0

@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.archive import ArchiveError, RawGame, iter_raw_games, open_archive
+from pipeline.archive import ArchiveError, ArchiveNotes, RawGame, iter_raw_games, open_archive
 from pipeline.games import GAMES_SCHEMA, POSITIONS_SCHEMA, REJECTED_SCHEMA, process_games
-from pipeline.store import TMP_SUFFIX, AtomicParquetWriter, Store
+from pipeline.store import AtomicParquetWriter, Store, raise_if_no_space, remove_stale_tmp
 
 TABLES = ("games", "rejected_games", "positions")
 SCHEMAS = {"games": GAMES_SCHEMA, "rejected_games": REJECTED_SCHEMA, "positions": POSITIONS_SCHEMA}
@@ -75,6 +75,9 @@ class IngestStats:
     seconds: float = 0.0
     reject_reasons: Counter = field(default_factory=Counter)
     bytes: dict[str, int] = field(default_factory=dict)
+    notes: ArchiveNotes = field(default_factory=ArchiveNotes)
+    """What the archive reader noticed: warnings with line numbers (unclosed comments) and
+    the games lost inside unclosed comments (complete once the archive is read)."""
 
     @property
     def plies(self) -> int:
@@ -118,10 +121,11 @@ def _finished(value) -> Future:
     return f
 
 
-def _batch_results(path: Path, key: str, config: IngestConfig) -> Iterator[tuple[pa.Table, pa.Table, pa.Table]]:
+def _batch_results(path: Path, key: str, config: IngestConfig,
+                   notes: ArchiveNotes | None = None) -> Iterator[tuple[pa.Table, pa.Table, pa.Table]]:
     """Processed batches in archive order, with at most 4 x workers batches in flight."""
     workers = config.workers or os.cpu_count() or 1
-    batches = _chunks(iter_raw_games(path), config.batch_games)
+    batches = _chunks(iter_raw_games(path, notes), config.batch_games)
     enough = -(-POOL_MIN_GAMES // config.batch_games)
     head = list(islice(batches, enough))
     if workers == 1 or len(head) < enough:
@@ -151,11 +155,11 @@ def _batch_results(path: Path, key: str, config: IngestConfig) -> Iterator[tuple
             raise
 
 
-def _results(key: str, path: Path, config: IngestConfig) -> Iterator[list[pa.Table]]:
+def _results(key: str, path: Path, config: IngestConfig, notes: ArchiveNotes | None = None) -> Iterator[list[pa.Table]]:
     """games, rejected_games and positions of each chunk_games games, in archive order."""
     per_chunk = config.chunk_games // config.batch_games
     parts: list[tuple[pa.Table, pa.Table, pa.Table]] = []
-    for tables in _batch_results(path, key, config):
+    for tables in _batch_results(path, key, config, notes):
         parts.append(tables)
         if len(parts) == per_chunk:
             yield [pa.concat_tables(t) for t in zip(*parts)]
@@ -165,21 +169,41 @@ def _results(key: str, path: Path, config: IngestConfig) -> Iterator[list[pa.Tab
 
 
 def ingest_archive(store: Store, key: str, path: Path, config: IngestConfig = IngestConfig(),
-                   progress: Progress | None = None) -> IngestStats:
+                   progress: Progress | None = None, on_wait: Callable[[str], None] | None = None) -> IngestStats:
     """Parse one archive into its three partition files, replacing any earlier ones.
 
     Nothing becomes visible unless the whole archive was read: an ArchiveError (truncated
-    or corrupt file) leaves the earlier partition files, if any, untouched.
+    or corrupt file) leaves the earlier partition files, if any, untouched, and no empty
+    partition folders. The partition is locked while it is written: a second run of the
+    same partition waits for the first (on_wait is told) and then writes it again. A full
+    disk raises NoSpaceError, whose message names the file system, and leaves no file.
     """
+    with store.partition_lock(key, on_wait=on_wait):
+        made = [t for t in TABLES if not store.partition_dir(t, key).exists()]
+        for table in TABLES:
+            # No other run writes this partition while we hold its lock: any temporary file
+            # here was left by a killed run (never visible to readers).
+            remove_stale_tmp(store.partition_dir(table, key))
+        try:
+            return _ingest_locked(store, key, Path(path), config, progress)
+        except BaseException as e:
+            for table in made:
+                try:
+                    store.partition_dir(table, key).rmdir()  # only if empty
+                except OSError:
+                    pass
+            raise_if_no_space(e, store.partition_dir("positions", key))
+            raise
+
+
+def _ingest_locked(store: Store, key: str, path: Path, config: IngestConfig, progress: Progress | None) -> IngestStats:
     stats = IngestStats(archive=key)
     start = time.perf_counter()
-    for table in TABLES:
-        # Temporary files a killed run left behind (never visible to readers).
-        for stale in store.partition_dir(table, key).glob(f".*{TMP_SUFFIX}"):
-            stale.unlink(missing_ok=True)
-    writers = {t: AtomicParquetWriter(store.partition_file(t, key), SCHEMAS[t], WRITE_OPTIONS[t]) for t in TABLES}
+    writers = {}
     try:
-        for games, rejected, positions in _results(key, Path(path), config):
+        for t in TABLES:
+            writers[t] = AtomicParquetWriter(store.partition_file(t, key), SCHEMAS[t], WRITE_OPTIONS[t])
+        for games, rejected, positions in _results(key, path, config, stats.notes):
             writers["games"].write(games)
             writers["rejected_games"].write(rejected)
             writers["positions"].write(positions)
@@ -191,7 +215,9 @@ def ingest_archive(store: Store, key: str, path: Path, config: IngestConfig = In
             if progress:
                 progress(stats)
         if stats.games + stats.rejected == 0:
-            raise ArchiveError(f"{Path(path).name}: no games found; is it a PGN file?")
+            raise ArchiveError(f"{path.name}: no games found; is it a PGN file?")
+        for t in TABLES:
+            writers[t].close()
     except BaseException as e:
         for w in writers.values():
             w.abort(e)

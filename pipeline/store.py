@@ -15,12 +15,18 @@ place, so a killed run never leaves a half-written file under a name readers glo
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
+import stat
 import tempfile
-from collections.abc import Mapping
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +38,13 @@ ARCHIVE_SUFFIXES = (".pgn", ".pgn.zst", ".pgn.zstd", ".pgn.bz2", ".pgn.gz")
 TMP_SUFFIX = ".tmp"
 DATA_FILE = "data.parquet"
 PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 9, "use_dictionary": True}
+
+ARCHIVE_INDEX = "archive_index.json"
+NAME_MAX = 255
+TMP_NAME_MAX = 200
+"""Bytes of the destination's name kept in a temporary name (the rest is .<random>.tmp)."""
+STALE_COPY_S = 60.0
+"""A temporary file in the archives folder younger than this is never taken for stale."""
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_KEY = 120
@@ -96,24 +109,88 @@ class Store:
         return self
 
     # Archives -----------------------------------------------------------------
+    #
+    # An archive is identified by its name and by its content (sha256): its partition key
+    # comes from its path the first time it is seen, and the index (<root>/archive_index.json)
+    # binds that key to the file's content. A file whose key is known stays that partition
+    # (a changed file under the same name is the same partition, changed); a file with a new
+    # name but the content of a known archive is that archive (a duplicate, or a rename);
+    # only new content under a new name is a new partition.
+
+    @property
+    def index_path(self) -> Path:
+        return self.root / ARCHIVE_INDEX
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.root / ".locks"
+
+    def scan_archives(self) -> "ArchiveScan":
+        """Walk the archives folder once (links followed, loops cut, each real file once),
+        hash new or changed files, and map every file to its partition key."""
+        files, dangling = _walk_archives(self.archives_dir)
+        if not files and not dangling:
+            return ArchiveScan({}, {}, {}, dangling)
+        old = _read_index(self.index_path)
+        cache = old.get("files", {})
+        hashed: dict[str, tuple[list, str]] = {}
+        for rel, path, st in files:
+            sig = _signature(st)
+            entry = cache.get(rel)
+            if entry and entry.get("sig") == sig:
+                hashed[rel] = (sig, entry["sha256"])
+            else:
+                try:
+                    hashed[rel] = (sig, file_sha256(path))
+                except OSError:
+                    continue  # vanished or unreadable: the next scan sees it again
+        with self._index_lock():
+            index = _read_index(self.index_path)
+            keys: dict[str, dict] = index.setdefault("keys", {})
+            archives: dict[str, Path] = {}
+            hashes: dict[str, str] = {}
+            duplicates: dict[Path, str] = {}
+            present = [(rel, path, hashed[rel][1]) for rel, path, _ in files if rel in hashed]
+            # A file under a known key is that partition, whatever its content now.
+            rest = []
+            for rel, path, digest in present:
+                key = partition_key(rel)
+                if key in keys:
+                    archives[key], hashes[key] = path, digest
+                else:
+                    rest.append((rel, path, digest))
+            by_hash = {digest: key for key, digest in reversed(hashes.items())}
+            for key, entry in keys.items():
+                by_hash.setdefault(entry["sha256"], key)
+            # A new name: known content is that archive (a duplicate while the archive's own
+            # file is there, else the archive moved); new content is a new partition.
+            for rel, path, digest in rest:
+                known = by_hash.get(digest)
+                if known in archives and hashes[known] == digest:
+                    duplicates[path] = known
+                    continue
+                key = known if known is not None and known not in archives else partition_key(rel)
+                archives[key], hashes[key] = path, digest
+                by_hash[digest] = key
+            for key, path in archives.items():
+                keys[key] = {"sha256": hashes[key], "path": path.relative_to(self.archives_dir).as_posix()}
+            index["files"] = {rel: {"sig": sig, "sha256": h} for rel, (sig, h) in hashed.items()}
+            if index != old:
+                _write_json(self.index_path, index)
+        return ArchiveScan(archives, hashes, duplicates, dangling)
 
     def find_archives(self) -> dict[str, Path]:
-        """Every archive under the archives folder (recursively), by partition key."""
-        found: dict[str, Path] = {}
-        if not self.archives_dir.exists():
-            return found
-        for dirpath, dirnames, filenames in os.walk(self.archives_dir, followlinks=True):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for name in sorted(filenames):
-                if is_archive_name(name):
-                    path = Path(dirpath) / name
-                    rel = path.relative_to(self.archives_dir).as_posix()
-                    found[partition_key(rel)] = path
-        return found
+        """Every distinct archive under the archives folder (recursively), by partition key."""
+        return self.scan_archives().archives
 
     def archive_path(self, key: str) -> Path:
-        path = self.find_archives().get(key)
+        scan = self.scan_archives()
+        path = scan.archives.get(key)
         if path is None:
+            links = [str(p) for p in scan.dangling if partition_key(p.relative_to(self.archives_dir).as_posix()) == key]
+            if links:
+                raise FileNotFoundError(f"archive {key}: {links[0]} is a link to {os.readlink(links[0])}, which "
+                                        "does not exist; link it again or remove the link")
             raise FileNotFoundError(
                 f"no archive with partition key {key!r} under {self.archives_dir}; "
                 "was the file moved or deleted? Put it back or remove the partition"
@@ -123,34 +200,336 @@ class Store:
     def add_archive(self, source: Path, copy: bool = False) -> str:
         """Put an archive into the archives folder (a symlink unless copy) and return its key.
 
-        A file already inside the archives folder is used where it is. A different file
-        with the same name gets a numbered name; the same file linked again is a no-op.
+        A file already inside the archives folder is used where it is. Content already in
+        the store (the same file, or the same bytes under any name) is that archive's key and
+        adds nothing. A different file with a name already taken gets a numbered name. A copy
+        is written under a temporary name and renamed into place, so a killed copy leaves no
+        archive behind (and its temporary file is removed by a later call).
         """
-        source = Path(source).expanduser().resolve()
-        if not source.is_file():
-            raise FileNotFoundError(f"archive {source} does not exist or is not a file")
-        if not is_archive_name(source.name):
-            raise ValueError(f"{source.name}: not an archive name (expected one of {', '.join(ARCHIVE_SUFFIXES)})")
+        given = Path(source).expanduser().absolute()
+        real = given.resolve()
+        if not real.is_file():
+            raise FileNotFoundError(f"archive {given} does not exist or is not a file")
+        name = given.name if is_archive_name(given.name) else real.name
+        if not is_archive_name(name):
+            raise ArchiveNameError(f"{given.name}: not an archive name (expected one of {', '.join(ARCHIVE_SUFFIXES)})")
         self.ensure()
-        archives = self.archives_dir.resolve()
-        if archives in source.parents:
-            return partition_key(source.relative_to(archives).as_posix())
-        stem, suffix = _split_suffix(source.name)
+        archives = self.archives_dir.absolute()
+        for candidate in (given, real):
+            if archives in candidate.parents or self.archives_dir.resolve() in candidate.parents:
+                scan = self.scan_archives()
+                for key, path in scan.archives.items():
+                    if _same_file(path, candidate):
+                        return key
+                for path, key in scan.duplicates.items():
+                    if _same_file(path, candidate):
+                        return key
+        remove_stale_tmp(self.archives_dir, min_age_s=STALE_COPY_S)
+        digest = file_sha256(real)
+        scan = self.scan_archives()
+        for key, h in scan.hashes.items():
+            if h == digest:
+                return key
+        stem, suffix = _split_suffix(name)
         n = 0
         while True:
-            name = source.name if n == 0 else f"{stem}-{n}{suffix}"
-            target = self.archives_dir / name
+            target = self.archives_dir / (name if n == 0 else _numbered(stem, n, suffix))
             if target.is_symlink() or target.exists():
-                if target.resolve() == source or _same_file(target, source):
-                    return partition_key(name)
                 n += 1
                 continue
-            if copy:
-                with atomic_path(target) as tmp:
-                    shutil.copyfile(source, tmp)
-            else:
-                target.symlink_to(source)
-            return partition_key(name)
+            try:
+                if copy:
+                    with atomic_path(target) as tmp:
+                        shutil.copyfile(real, tmp)
+                else:
+                    target.symlink_to(real)
+            except OSError as e:
+                raise_if_no_space(e, target)
+                raise
+            break
+        # Registered only now, with its final name in place.
+        scan = self.scan_archives()
+        for key, path in scan.archives.items():
+            if path == target:
+                return key
+        return scan.duplicates[target]
+
+    # Locks ------------------------------------------------------------------------
+
+    @contextmanager
+    def _index_lock(self):
+        with _flocked(self.locks_dir / "archive_index.lock"):
+            yield
+
+    @contextmanager
+    def partition_lock(self, key: str, on_wait: Callable[[str], None] | None = None):
+        """Hold the write lock of one archive partition (all its tables) while writing it.
+
+        flock on a file under <root>/.locks: the kernel drops it when the holder exits, however
+        it exits. A second writer of the same partition waits for the first (on_wait gets a
+        message saying so) and then writes it again. While the lock is held, no other run
+        writes the partition, so temporary files found in it are stale and may go."""
+        path = self.locks_dir / "partitions" / f"{key}.lock"
+        with _flocked(path, on_wait=on_wait, what=f"partition {key}"):
+            yield
+
+
+@dataclass(frozen=True)
+class ArchiveScan:
+    archives: dict[str, Path]
+    """One path per partition key."""
+    hashes: dict[str, str]
+    """sha256 of each partition's file."""
+    duplicates: dict[Path, str]
+    """Files whose content is another partition's: path -> that partition's key."""
+    dangling: list[Path]
+    """Links in the archives folder whose target is missing."""
+
+
+class ArchiveNameError(ValueError):
+    pass
+
+
+def file_sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _signature(st: os.stat_result) -> list:
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def _walk_archives(top: Path) -> tuple[list[tuple[str, Path, os.stat_result]], list[Path]]:
+    """Archive files under top, breadth first in name order, links followed.
+
+    Each directory is entered once (by device and inode), so a link loop such as
+    `ln -s . loop` adds nothing; each real file is listed once, under its shortest path."""
+    files: list[tuple[str, Path, os.stat_result]] = []
+    dangling: list[Path] = []
+    try:
+        root_st = top.stat()
+    except OSError:
+        return files, dangling
+    seen_dirs = {(root_st.st_dev, root_st.st_ino)}
+    seen_files: set[tuple[int, int]] = set()
+    queue: deque[Path] = deque([top])
+    while queue:
+        d = queue.popleft()
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith("."):
+                continue
+            path = d / name
+            try:
+                st = path.stat()
+            except OSError:
+                if path.is_symlink() and is_archive_name(name):
+                    dangling.append(path)
+                continue
+            ident = (st.st_dev, st.st_ino)
+            if stat.S_ISDIR(st.st_mode):
+                if ident not in seen_dirs:
+                    seen_dirs.add(ident)
+                    queue.append(path)
+            elif stat.S_ISREG(st.st_mode) and is_archive_name(name) and ident not in seen_files:
+                seen_files.add(ident)
+                files.append((path.relative_to(top).as_posix(), path, st))
+    return files, dangling
+
+
+def _read_index(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def _write_json(path: Path, data: dict) -> None:
+    try:
+        with atomic_path(path) as tmp:
+            tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    except OSError as e:
+        raise_if_no_space(e, path)
+        raise
+
+
+@contextmanager
+def _flocked(path: Path, on_wait: Callable[[str], None] | None = None, what: str = ""):
+    """An exclusive flock on path (created if needed), waiting for it if another holds it.
+    The file holds the holder's pid, for the message a waiter gets."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                on_wait(f"{what} is being written by another run (pid {holder}); waiting for it to finish")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
+
+
+def remove_stale_tmp(folder: Path, min_age_s: float = 0.0, prefix: str = "") -> int:
+    """Remove the temporary files (.*.tmp) in folder that no live writer holds.
+
+    atomic_path keeps an flock on its temporary file until it is renamed, so a file whose
+    lock is free belongs to a writer that has died. min_age_s spares files too new to be
+    locked yet (created a moment ago by a writer that has not taken its lock). prefix narrows
+    the files to .<prefix>*.tmp."""
+    removed = 0
+    if not folder.is_dir():
+        return removed
+    now = time.time()
+    for p in folder.glob(f".{prefix}*{TMP_SUFFIX}"):
+        try:
+            fd = os.open(p, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            if min_age_s and now - os.fstat(fd).st_mtime < min_age_s:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live writer holds it
+            p.unlink(missing_ok=True)
+            removed += 1
+        finally:
+            os.close(fd)
+    return removed
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def process_start_time(pid: int) -> float | None:
+    """When the process with this pid started (seconds since the epoch), or None if unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # field 22, starttime, counting from the state (field 3)
+        boot = next(float(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines()
+                    if ln.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+_PROGRESS = re.compile(r"^\.progress-(\d+)\.json$")
+
+
+def remove_stale_progress_files(store: Store) -> int:
+    """Remove the CLI's progress files (<root>/<folder>/.progress-<pid>.json) whose process is gone."""
+    removed = 0
+    if not store.root.is_dir():
+        return removed
+    for folder in store.root.iterdir():
+        if not folder.is_dir() or folder.name.startswith("."):
+            continue
+        for p in folder.glob(".progress-*.json"):
+            m = _PROGRESS.match(p.name)
+            if m and not pid_alive(int(m.group(1))):
+                p.unlink(missing_ok=True)
+                removed += 1
+        remove_stale_tmp(folder, min_age_s=STALE_COPY_S, prefix=".progress-")
+    return removed
+
+
+# Disk full ------------------------------------------------------------------------
+
+
+class NoSpaceError(OSError):
+    """A write failed because the file system is full; the message names it, in one line."""
+
+    def __str__(self) -> str:
+        return self.strerror or "no space left on device"
+
+
+def is_no_space(e: BaseException) -> bool:
+    """ENOSPC or EDQUOT, however the library reporting it wrapped it (pyarrow puts the
+    errno in its message; sqlite says "database or disk is full")."""
+    while e is not None:
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        text = str(e)
+        if "No space left on device" in text or "Disk quota exceeded" in text or "database or disk is full" in text:
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def mount_point(path: Path) -> Path:
+    p = Path(os.path.abspath(path))
+    while not p.exists():
+        p = p.parent
+    while not os.path.ismount(p):
+        p = p.parent
+    return p
+
+
+def no_space_message(path: Path) -> str:
+    return (f"no space left on {mount_point(path)} (writing {path}); nothing was half written: "
+            "free some space and run the command again")
+
+
+FULL_MARGIN = 1 << 20
+"""A file system with less than this free counts as full when a library reports only an I/O error."""
+
+
+def _free_bytes(path: Path) -> int | None:
+    try:
+        st = os.statvfs(mount_point(path))
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def no_space_error(e: BaseException, paths: list[Path]) -> str | None:
+    """The one-line "no space left on ..." message for an error a full disk caused, else None.
+
+    SQLite (the Dagster instance) may report a full disk only as "disk I/O error": such an
+    error counts when one of paths lies on a file system with (almost) no space left."""
+    chain, err = [], e
+    while err is not None and len(chain) < 20:
+        chain.append(err)
+        err = err.__cause__ or err.__context__
+    for err in chain:
+        if isinstance(err, NoSpaceError):
+            return str(err)
+    full = [p for p in paths if (free := _free_bytes(p)) is not None and free < FULL_MARGIN]
+    if is_no_space(e):
+        return no_space_message(full[0] if full else paths[0])
+    if full and any("disk I/O error" in str(err) for err in chain):
+        return no_space_message(full[0])
+    return None
+
+
+def raise_if_no_space(e: BaseException, path: Path) -> None:
+    if is_no_space(e) and not isinstance(e, NoSpaceError):
+        raise NoSpaceError(errno.ENOSPC, no_space_message(path)) from None  # the message says it all
+
+
+def _numbered(stem: str, n: int, suffix: str) -> str:
+    """stem-n.suffix, with the stem shortened so the name fits in NAME_MAX bytes."""
+    tail = f"-{n}{suffix}"
+    room = NAME_MAX - len(os.fsencode(tail))
+    while len(os.fsencode(stem)) > room:
+        stem = stem[:-1]
+    return stem + tail
 
 
 def _split_suffix(name: str) -> tuple[str, str]:
@@ -177,18 +556,31 @@ def _file_mode() -> int:
 
 @contextmanager
 def atomic_path(dest: Path):
-    """Yield a temporary path beside dest; on success it is renamed onto dest."""
+    """Yield a temporary path beside dest; on success it is renamed onto dest.
+
+    The temporary name is .<name>.<random>.tmp, with the name shortened so that it fits in
+    NAME_MAX bytes however long dest's name is. The writer holds an flock on the temporary
+    file until it is renamed (or removed), so remove_stale_tmp can tell a dead writer's file
+    from a live one's."""
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=TMP_SUFFIX, dir=dest.parent)
-    os.close(fd)
+    fd, tmp = tempfile.mkstemp(prefix=f".{_shorten(dest.name, TMP_NAME_MAX)}.", suffix=TMP_SUFFIX, dir=dest.parent)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         yield Path(tmp)
         os.chmod(tmp, _file_mode())  # mkstemp's 0600 would hide the store from other readers
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    finally:
+        os.close(fd)  # drops the lock
+
+
+def _shorten(name: str, limit: int) -> str:
+    while len(os.fsencode(name)) > limit:
+        name = name[:-1]
+    return name
 
 
 class AtomicParquetWriter:
@@ -199,7 +591,12 @@ class AtomicParquetWriter:
         self.schema = schema
         self._ctx = atomic_path(self.dest)
         self._tmp = self._ctx.__enter__()
-        self._writer = pq.ParquetWriter(self._tmp, schema, **(PARQUET_OPTIONS if options is None else options))
+        try:
+            self._writer = pq.ParquetWriter(self._tmp, schema, **(PARQUET_OPTIONS if options is None else options))
+        except BaseException as e:
+            self._ctx.__exit__(type(e), e, None)
+            raise
+        self._closed = False
         self.rows = 0
 
     def write(self, table: pa.Table) -> None:
@@ -207,16 +604,24 @@ class AtomicParquetWriter:
             self._writer.write_table(table, row_group_size=1 << 20)
             self.rows += table.num_rows
 
+    def close(self) -> None:
+        """Finish the file under its temporary name (the footer is written here)."""
+        if not self._closed:
+            self._closed = True
+            self._writer.close()
+
     def commit(self) -> None:
-        self._writer.close()
+        self.close()
         self._ctx.__exit__(None, None, None)
 
     def abort(self, exc: BaseException | None = None) -> None:
+        """Remove the temporary file; never raises (a full disk may fail the close too)."""
         try:
-            self._writer.close()
-        finally:
-            err = exc or RuntimeError("aborted")
-            try:
-                self._ctx.__exit__(type(err), err, None)
-            except BaseException:
-                pass
+            self.close()
+        except BaseException:
+            pass
+        err = exc or RuntimeError("aborted")
+        try:
+            self._ctx.__exit__(type(err), err, None)
+        except BaseException:
+            pass

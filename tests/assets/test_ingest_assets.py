@@ -43,13 +43,18 @@ def test_materialize_partition_reconciles_and_is_reproducible(instance, store, f
                       if m.asset_key == dg.AssetKey("games"))
     for chart in ("game_lengths", "ratings"):
         assert games_meta[chart].value.startswith("![") and "data:image/png;base64," in games_meta[chart].value
-    # The ratings chart counts the rated players as python-chess reads the headers.
-    rated = 0
+    # The ratings chart counts each player once, by name, as python-chess reads the headers
+    # (not the 4,458 rating tags).
+    players, rated = set(), set()
     with open_archive(fics_2022) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8")
         while (headers := chess.pgn.read_headers(text)) is not None:
-            rated += sum(headers.get(tag, "").isdigit() for tag in ("WhiteElo", "BlackElo"))
-    assert games_meta["rated_players"].value == rated > 4000
+            for side in ("White", "Black"):
+                players.add(headers[side])
+                if headers.get(f"{side}Elo", "").isdigit():
+                    rated.add(headers[side])
+    assert games_meta["players"].value == len(players) == 238
+    assert games_meta["rated_players"].value == len(rated)
     files = {t: store.partition_file(t, key) for t in TABLES}
     first = {t: _digest(p) for t, p in files.items()}
     # The README's numbers for this file: 2229 games, none rejected, 166,803 plies.
@@ -78,9 +83,8 @@ def test_broken_archive_fails_only_its_partition(instance, store, fics_search, t
     result = _materialize(instance, store, bad, raise_on_error=False)
     assert not result.success
     assert "zstd stream is truncated" in failure_message(result)
-    for t in TABLES:
-        d = store.partition_dir(t, bad)
-        assert not d.exists() or not any(d.iterdir()), f"{t}: half-written files left: {list(d.iterdir())}"
+    for t in TABLES:  # no half-written files, and no empty partition folders either
+        assert not store.partition_dir(t, bad).exists(), t
     assert {t: _digest(store.partition_file(t, good)) for t in TABLES} == before
 
 
@@ -105,3 +109,39 @@ def test_sensor_adds_new_archive_as_partition_and_requests_its_run(instance, sto
     assert dg.materialize([archive_tables], partition_key="new-month.pgn.zst", instance=instance,
                           resources=resources).success
     assert store.partition_file("games", "new-month.pgn.zst").exists()
+
+
+def _tick(instance, store, cursor=None):
+    ctx = dg.build_sensor_context(instance=instance, resources={"store": StoreResource(root=str(store.root))},
+                                  cursor=cursor)
+    result = archives_sensor(ctx)
+    for req in result.dynamic_partitions_requests:
+        instance.add_dynamic_partitions(archives_partitions.name, list(req.partition_keys))
+    return result
+
+
+def test_sensor_knows_archives_by_content(instance, store, fics_search, tmp_path):
+    data = fics_search.read_bytes()
+    (store.archives_dir / "month.pgn.zst").write_bytes(data)
+    first = _tick(instance, store)
+    assert [r.partition_key for r in first.run_requests] == ["month.pgn.zst"]
+    # Re-added with the same bytes (a new modification time), and the same bytes under
+    # another name: both known, nothing to run.
+    (store.archives_dir / "month.pgn.zst").unlink()
+    (store.archives_dir / "month.pgn.zst").write_bytes(data)
+    (store.archives_dir / "copy-of-month.pgn.zst").write_bytes(data)
+    second = _tick(instance, store, first.cursor)
+    assert not second.run_requests and not second.dynamic_partitions_requests
+    # A changed file under the same name: the same partition, run again.
+    (store.archives_dir / "copy-of-month.pgn.zst").unlink()
+    (store.archives_dir / "month.pgn.zst").write_bytes(data[:-1000] + data[-1000:][::-1])
+    third = _tick(instance, store, second.cursor)
+    assert [r.partition_key for r in third.run_requests] == ["month.pgn.zst"]
+    assert not third.dynamic_partitions_requests
+
+
+def test_sensor_with_a_symlink_loop_requests_one_run_per_file(instance, store, fics_search):
+    (store.archives_dir / "month.pgn.zst").write_bytes(fics_search.read_bytes())
+    (store.archives_dir / "loop").symlink_to(".")  # (two loops: see tests/pipeline/test_store.py)
+    result = _tick(instance, store)
+    assert [r.partition_key for r in result.run_requests] == ["month.pgn.zst"]
