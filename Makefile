@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 
-.PHONY: install demo test ui bench clean
+.PHONY: install demo test ui bench clean clean-store
 
 install: $(STAMP)
 	@scripts/install_stockfish.sh
@@ -38,5 +38,16 @@ bench: install
 	$(BIN)/python benchmarks/loader.py
 	$(BIN)/python benchmarks/search.py
 
+# Build output only: the venv, setuptools' build folders, the compiled ingest loops, caches.
+# The store (archives, Parquet tables, labels, models, Dagster runs) stays: see clean-store.
 clean:
-	rm -rf $(VENV) store
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -f pipeline/*.so
+	find . -path ./store -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# Deletes the store: archive links, games, positions, Stockfish labels, datasets, trained
+# models, evaluation results and the Dagster instance's run history. Only when asked by name.
+STORE_DIR := $(or $(CHESS_PIPELINE_HOME),store)
+clean-store:
+	@echo "deleting the store $(abspath $(STORE_DIR)): archive links, Parquet tables, labels, datasets, models, evaluations, Dagster runs"
+	rm -rf "$(STORE_DIR)"

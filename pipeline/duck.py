@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from importlib import resources
 from pathlib import Path
@@ -12,11 +13,12 @@ import pyarrow.parquet as pq
 
 from pipeline.store import Store, atomic_path
 
-VIEW_ORDER = ("macros", "games", "rejected_games", "positions", "archives", "distinct_positions",
+VIEW_ORDER = ("store_guard", "macros", "games", "rejected_games", "positions", "archives", "distinct_positions",
               "labels", "label_failures", "best_labels", "labelled_positions", "label_macros", "datasets",
               "model_metrics", "evaluation_results")
 SCHEMA_FILE = "_schema.parquet"
-_PLACEHOLDER = re.compile(r"\{\{parquet:([a-z_]+)\}\}")
+_PLACEHOLDER = re.compile(r"\{\{(parquet:[a-z_]+|store_file|store_guard)\}\}")
+_GLOB_SPECIAL = re.compile(r"([\[*?])")
 
 
 def load_sql(name: str) -> str:
@@ -62,11 +64,39 @@ def ensure_schema_files(store: Store) -> None:
             pq.write_table(schema.empty_table(), tmp)
 
 
-def view_sql(store: Store, name: str) -> str:
-    def glob(m: re.Match) -> str:
-        return sql_string_literal(str(store.root / m.group(1) / "**" / "*.parquet"))
+def glob_escape(path: str) -> str:
+    """`path` as a DuckDB file glob that matches that path only.
 
-    return _PLACEHOLDER.sub(glob, load_sql(f"views/{name}"))
+    DuckDB's globs have no backslash escape; a special character stands for itself inside
+    brackets: `[` as `[[]`, `*` as `[*]`, `?` as `[?]` (checked against DuckDB 2.0: the
+    store `store[2]` unescaped reads `store2`, `store*` reads every `store...`). A backslash
+    cannot be matched at all, so such a path is refused rather than read wrongly."""
+    if "\\" in path:
+        raise ValueError(f"{path}: a store path with a backslash cannot be read by DuckDB's file globs; "
+                         "move the store to a folder without one")
+    return _GLOB_SPECIAL.sub(r"[\1]", path)
+
+
+def store_file(store: Store) -> str:
+    """The DuckDB file's own path as DuckDB reports it (symlinks resolved)."""
+    return os.path.realpath(store.duckdb_path)
+
+
+def view_sql(store: Store, name: str, in_file: bool = False) -> str:
+    """The DDL of sql/views/<name>.sql for this store. `in_file`: for the store's chess.duckdb,
+    whose Parquet views carry the guard that fails when the file was copied or moved away
+    from this store (see store_guard.sql); in-memory sessions need no guard."""
+    root = glob_escape(os.path.realpath(store.root))
+
+    def fill(m: re.Match) -> str:
+        what = m.group(1)
+        if what.startswith("parquet:"):
+            return sql_string_literal(f"{root}/{what.removeprefix('parquet:')}/**/*.parquet")
+        if what == "store_file":
+            return sql_string_literal(store_file(store)) if in_file else "NULL::VARCHAR"
+        return "chess_store_guard()" if in_file else "true"
+
+    return _PLACEHOLDER.sub(fill, load_sql(f"views/{name}"))
 
 
 def create_views(store: Store) -> Path:
@@ -75,19 +105,41 @@ def create_views(store: Store) -> Path:
     The new file is built beside the old one and renamed over it, so no writer ever opens
     the file readers have open: any number of `duckdb -readonly` sessions can stay open
     across runs (they keep the file they opened; views read the Parquet globs, so they see
-    new data either way)."""
+    new data either way). The views read this store by absolute, glob-escaped paths and
+    fail, saying so, when the file is opened from anywhere else (a copy or a moved store)."""
+    if "?" in store_file(store):
+        raise ValueError(f"{store.root}: DuckDB cannot keep a database file under a path with '?' (it reads the "
+                         "rest as options); move the store to a folder without one")
     store.ensure()
     ensure_schema_files(store)
     with atomic_path(store.duckdb_path) as tmp:
         tmp.unlink()  # DuckDB makes its own file; an empty one is not a database
         with duckdb.connect(str(tmp)) as con:
-            create_views_in(con, store)
+            create_views_in(con, store, in_file=True)
     return store.duckdb_path
 
 
-def create_views_in(con: duckdb.DuckDBPyConnection, store: Store) -> None:
+def create_views_in(con: duckdb.DuckDBPyConnection, store: Store, in_file: bool = False) -> None:
     for name in VIEW_ORDER:
-        con.execute(view_sql(store, name))
+        con.execute(view_sql(store, name, in_file))
+
+
+def views_built_for(path: Path) -> str | None:
+    """The DuckDB file path the views of the file at `path` were built for (None: no such file,
+    or one from before the guard)."""
+    try:
+        with duckdb.connect(str(path), read_only=True) as con:
+            return con.sql("SELECT chess_store_file()").fetchall()[0][0]
+    except duckdb.Error:
+        return None
+
+
+def refresh_views(store: Store) -> Path:
+    """The store's DuckDB file, rebuilt first when it is missing or was built for another place
+    (the store was copied or moved), so its views read this store."""
+    if views_built_for(store.duckdb_path) != store_file(store):
+        create_views(store)
+    return store.duckdb_path
 
 
 def memory_connection(store: Store) -> duckdb.DuckDBPyConnection:
@@ -101,12 +153,158 @@ def memory_connection(store: Store) -> duckdb.DuckDBPyConnection:
 
 
 def connect(store: Store, read_only: bool = True) -> duckdb.DuckDBPyConnection:
-    """A connection to the store's DuckDB file (created on first use)."""
-    if not store.duckdb_path.exists():
-        create_views(store)
-    return duckdb.connect(str(store.duckdb_path), read_only=read_only)
+    """A connection to the store's DuckDB file (built on first use, rebuilt when it was built
+    for another place)."""
+    return duckdb.connect(str(refresh_views(store)), read_only=read_only)
+
+
+# Read-only queries ------------------------------------------------------------------------
+
+class QueryRefused(ValueError):
+    """A statement given to a read-only query interface would write or change settings."""
+
+
+READ_PRAGMAS = frozenset({"table_info", "show_tables", "show_tables_expanded", "show_databases", "database_list",
+                          "database_size", "storage_info", "show", "version", "platform", "functions",
+                          "collations", "user_agent", "metadata_info"})
+"""PRAGMAs that only read (others change settings, and IMPORT DATABASE parses as a PRAGMA)."""
+
+READ_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
+"""Query nodes of a statement that reads; `WITH d AS (DELETE ... RETURNING *) SELECT ...`
+parses as a SELECT but holds a DELETE_QUERY_NODE."""
+
+SIDE_EFFECT_FUNCTIONS = frozenset({
+    "enable_logging", "disable_logging", "truncate_duckdb_logs", "enable_profiling", "disable_profiling",
+    "checkpoint", "force_checkpoint", "create_external_resource", "register_external_resource",
+    "register_external_resource_type", "destroy_external_resource", "deregister_external_resource",
+    "add_grammar_extension", "remove_grammar_extension", "nextval",
+    # these run SQL text this check never sees
+    "query", "json_execute_serialized_sql",
+})
+"""Functions callable inside a SELECT that write files (enable_logging(storage = 'file', ...))
+or change the session; refused by name, and the session's configuration is locked besides."""
+
+READ_KINDS = "SELECT, WITH, FROM, VALUES, PIVOT, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN, PRAGMA table_info"
+_LEADING = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*", re.S)
+_EXPLAIN = re.compile(r"EXPLAIN\s+(?:ANALY[SZ]E\s+|\((?:[^()']|'[^']*')*\)\s*)?(.*)\Z", re.S | re.I)
+_PRAGMA = re.compile(r"PRAGMA\s+([A-Za-z_]+)", re.I)
+
+
+def _body(statement: duckdb.Statement) -> str:
+    return statement.query[_LEADING.match(statement.query).end():]
+
+
+def _refuse(statement: duckdb.Statement, why: str) -> QueryRefused:
+    words = _body(statement).split()
+    head = " ".join(words[:3]) + (" ..." if len(words) > 3 else "") if words else statement.type.name
+    return QueryRefused(f"refused `{head}`: {why}; only statements that read run here ({READ_KINDS}). "
+                        "To keep a result, redirect the output: --format csv > result.csv")
+
+
+def _walk(node, nodes: set, functions: set) -> None:
+    if isinstance(node, dict):
+        kind = node.get("type")
+        if isinstance(kind, str) and kind.endswith("_NODE"):
+            nodes.add(kind)
+        name = node.get("function_name")
+        if isinstance(name, str):
+            functions.add(name.lower())
+        for value in node.values():
+            _walk(value, nodes, functions)
+    elif isinstance(node, list):
+        for value in node:
+            _walk(value, nodes, functions)
+
+
+def _check_select(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement) -> None:
+    import json
+
+    tree = json.loads(con.sql("SELECT json_serialize_sql($1::VARCHAR)", params=[statement.query]).fetchall()[0][0])
+    if tree.get("error"):
+        raise _refuse(statement, f"it could not be checked ({tree.get('error_message', 'not a plain query')})")
+    nodes: set[str] = set()
+    functions: set[str] = set()
+    _walk(tree, nodes, functions)
+    if nodes - READ_NODES:
+        raise _refuse(statement, "it changes data inside a WITH ("
+                      + ", ".join(sorted(n.removesuffix("_QUERY_NODE") for n in nodes - READ_NODES)) + ")")
+    if functions & SIDE_EFFECT_FUNCTIONS:
+        raise _refuse(statement, f"{', '.join(sorted(functions & SIDE_EFFECT_FUNCTIONS))}() writes files or "
+                                 "changes the session")
+
+
+WRITE_KEYWORDS = frozenset({"insert", "update", "delete", "merge", "copy", "attach", "detach", "create", "drop",
+                            "alter", "set", "reset", "call", "export", "import", "load", "install", "truncate",
+                            "vacuum", "checkpoint", "pragma", "prepare", "execute", "use"})
+_WORD = re.compile(r'"?([A-Za-z_][A-Za-z0-9_$]*)')
+
+
+def _check_pivot(statement: duckdb.Statement) -> None:
+    """A PIVOT without an IN list is a MULTI statement (DuckDB first makes an enum of the values
+    it pivots on, in the session) that json_serialize_sql cannot show: its tokens must hold no
+    keyword that writes and no function of SIDE_EFFECT_FUNCTIONS."""
+    text = statement.query
+    for start, kind in duckdb.tokenize(text):
+        if kind not in (duckdb.token_type.keyword, duckdb.token_type.identifier):
+            continue
+        m = _WORD.match(text, start)
+        word = m.group(1).lower() if m else ""
+        if (kind == duckdb.token_type.keyword and word in WRITE_KEYWORDS) or word in SIDE_EFFECT_FUNCTIONS:
+            raise _refuse(statement, f"a PIVOT holding {word.upper()} may write")
+
+
+def _check(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement, inner: bool = False) -> None:
+    kind = statement.type
+    if kind == duckdb.StatementType.SELECT:
+        _check_select(con, statement)
+    elif kind == duckdb.StatementType.EXPLAIN and not inner:
+        m = _EXPLAIN.match(_body(statement))
+        explained = duckdb.extract_statements(m.group(1)) if m else []
+        if len(explained) != 1:
+            raise _refuse(statement, "only EXPLAIN [ANALYZE] of one query is allowed")
+        try:
+            _check(con, explained[0], inner=True)
+        except QueryRefused:
+            raise _refuse(statement, "it explains (and with ANALYZE runs) a statement that writes") from None
+    elif kind == duckdb.StatementType.MULTI and _body(statement)[:5].upper() == "PIVOT":
+        _check_pivot(statement)
+    elif kind == duckdb.StatementType.PRAGMA and not inner:
+        m = _PRAGMA.match(_body(statement))
+        if not m or m.group(1).lower() not in READ_PRAGMAS:
+            raise _refuse(statement, "this PRAGMA changes settings or data")
+    else:
+        raise _refuse(statement, f"a {kind.name} statement writes data, files or settings")
+
+
+def read_statement(con: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement:
+    """The one statement of `sql`, checked to only read; QueryRefused saying why otherwise.
+    DuckDB classifies the statement (its parser's statement type; for a SELECT, its parse tree
+    as json_serialize_sql gives it); the statement object checked is the one that runs."""
+    statements = duckdb.extract_statements(sql)
+    if not statements:
+        raise QueryRefused("no statement given")
+    for statement in statements:
+        _check(con, statement)
+    if len(statements) > 1:
+        raise QueryRefused(f"{len(statements)} statements given; run one query per call")
+    return statements[0]
+
+
+def read_only_connection(store: Store) -> duckdb.DuckDBPyConnection:
+    """The store's DuckDB file, opened read-only with its configuration locked (no SET, no
+    logging or profiling to files), after refresh_views made sure its views read this store.
+    (An in-memory session building the views afresh reads the same but costs about 1 s more
+    on a store of 200 archives: every view binds its Parquet footers.)"""
+    if "?" in store_file(store):  # no DuckDB file can live there (create_views): views in memory
+        con = memory_connection(store)
+    else:
+        con = duckdb.connect(str(refresh_views(store)), read_only=True)
+        con.execute("SET enable_progress_bar = false")
+    con.execute("SET lock_configuration = true")
+    return con
 
 
 def query(store: Store, sql: str, params: list | dict | None = None) -> pa.Table:
-    with connect(store) as con:
-        return con.sql(sql, params=params).to_arrow_table()
+    """The result of one query that reads (see read_statement) over this store's views."""
+    with read_only_connection(store) as con:
+        return con.sql(read_statement(con, sql), params=params).to_arrow_table()

@@ -4,4 +4,4 @@
 -- position:  SELECT count(*) FROM datasets a JOIN datasets b USING (dataset, position_key)
 --            WHERE a.split = 'train' AND b.split = 'test';
 CREATE OR REPLACE VIEW datasets AS
-SELECT * FROM read_parquet({{parquet:datasets}}, union_by_name = true);
+SELECT * FROM read_parquet({{parquet:datasets}}, union_by_name = true) WHERE {{store_guard}};

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import chess
+import pytest
 
 from pipeline.duck import connect, create_views, query
 from pipeline.encoding import fen_from_row
@@ -32,14 +33,14 @@ def test_open_readers_see_no_lock_errors_while_runs_write(tmp_path):
         reader.stdin.flush()
         assert reader.stdout.readline().strip() == "4"
         # While that process holds the file: write a new partition, rebuild the views, read.
-        add_pgn(store, tmp_path, "b.pgn", RATED_GAMES)
+        add_pgn(store, tmp_path, "b.pgn", _games(3))  # other content: the same bytes again are one archive
         create_views(store)
         with connect(store) as con:
-            assert con.sql("SELECT count(*) FROM games").fetchall()[0][0] == 8
+            assert con.sql("SELECT count(*) FROM games").fetchall()[0][0] == 7
         assert query(store, "SELECT count(*) AS n FROM positions").column("n")[0].as_py() > 0
         reader.stdin.write("\n")
         reader.stdin.flush()
-        assert reader.stdout.readline().strip() == "8"  # the views are globs: new files show up
+        assert reader.stdout.readline().strip() == "7"  # the views are globs: new files show up
     finally:
         reader.stdin.close()
         reader.wait(timeout=30)
@@ -62,3 +63,54 @@ def test_macros_agree_with_python(tmp_path):
                        for t, v in values.items())
         assert material == expected
         assert phase in ("opening", "middlegame", "endgame")
+
+
+def _games(n: int) -> str:
+    """n distinct one-move games."""
+    moves = ["e4", "d4", "c4", "Nf3", "g3", "b3", "f4", "Nc3"]
+    return "".join(f'[Event "g{i}"]\n[Result "*"]\n\n1. {moves[i]} *\n\n' for i in range(n))
+
+
+def test_store_paths_with_glob_characters_read_only_their_own_store(tmp_path):
+    """`store[2]` unescaped is a glob for `store2`, `store*` one for every store beside it."""
+    counts = {"store1": 1, "store2": 2, "store[2]": 3, "store*": 4, "st?re2": 5}
+    stores = {}
+    for name, n in counts.items():
+        stores[name] = Store(tmp_path / name).ensure()
+        add_pgn(stores[name], tmp_path, f"{n}.pgn", _games(n))
+    # In-memory sessions (runs, `chess-pipeline sql`) read each store alone, `?` included.
+    for name, store in stores.items():
+        assert query(store, "SELECT count(*) AS n FROM games").column("n")[0].as_py() == counts[name], name
+    # DuckDB cannot keep a database file under a path with `?` (it takes the rest for options):
+    # refused in one line rather than failing inside DuckDB.
+    with pytest.raises(ValueError, match="path with '\\?'"):
+        create_views(stores.pop("st?re2"))
+    for name, store in stores.items():
+        create_views(store)
+    for name, store in stores.items():
+        assert query(store, "SELECT count(*) AS n FROM games").column("n")[0].as_py() == counts[name], name
+        with connect(store) as con:  # the store's own DuckDB file, as `duckdb -readonly` opens it
+            assert con.sql("SELECT count(*) FROM games").fetchall()[0][0] == counts[name], name
+            assert con.sql("SELECT count(*) FROM positions").fetchall()[0][0] == 2 * counts[name], name
+
+
+def test_a_copied_duckdb_file_refuses_to_read_the_original_store(tmp_path):
+    import shutil
+
+    import duckdb
+
+    store = Store(tmp_path / "store").ensure()
+    add_pgn(store, tmp_path, "a.pgn", _games(2))
+    create_views(store)
+    shutil.copytree(store.root, tmp_path / "snapshot", symlinks=True)
+    add_pgn(store, tmp_path, "b.pgn", _games(3))  # the original changes after the copy
+    with duckdb.connect(str(tmp_path / "snapshot" / "chess.duckdb"), read_only=True) as con:
+        with pytest.raises(duckdb.Error, match="copied or moved"):
+            con.sql("SELECT count(*) FROM games").fetchall()
+        with pytest.raises(duckdb.Error, match="copied or moved"):
+            con.sql("SELECT count(*) FROM labels").fetchall()  # no rows at all: still refused
+    with duckdb.connect(str(store.duckdb_path), read_only=True) as con:  # the original reads itself
+        assert con.sql("SELECT count(*) FROM games").fetchall()[0][0] == 5
+    # connect() rebuilds the copy's file for the copy: its own 2 games.
+    with connect(Store(tmp_path / "snapshot")) as con:
+        assert con.sql("SELECT count(*) FROM games").fetchall()[0][0] == 2
