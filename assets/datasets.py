@@ -2,10 +2,10 @@
 
 import dagster as dg
 
+from assets.config import DescribedConfig
 from assets.metadata import png_md
 from assets.resources import StoreResource
 from pipeline.datasets import DATASETS, SPLITS, DatasetStats, SplitConfig, build_dataset
-from pipeline.plots import class_bars_png
 
 GROUP = "datasets"
 MIN_LABEL_COVERAGE = 0.99
@@ -18,7 +18,7 @@ _H = DATASETS["hui_checkmate"].defaults
 _P = DATASETS["piece_values"].defaults
 
 
-class DatasetConfig(dg.Config):
+class DatasetConfig(DescribedConfig):
     seed: int = 0
     """Seed of the split by game: the same seed always gives the same split."""
     val_fraction: float = 0.1
@@ -39,9 +39,10 @@ class DatasetConfig(dg.Config):
 
 class LabelSettingConfig(DatasetConfig):
     label_kind: str = _S["label_kind"]
-    """Label setting the targets come from: depth, nodes or static."""
+    """Label setting the targets come from: depth, nodes or static (as `chess-pipeline label`
+    made them: --depth, --nodes or --static)."""
     label_value: int = _S["label_value"]
-    """Depth or nodes of that setting (Sabatelli: depth 8)."""
+    """Depth or nodes of that setting (Sabatelli: depth 8); ignored for static."""
     label_engine: str = _S["label_engine"]
     """Engine name + version, e.g. 'Stockfish 15.1'; empty: any engine (the deepest label)."""
 
@@ -97,6 +98,13 @@ CONFIGS = {
 }
 
 
+def coverage_text(coverage: float | None, candidates: int) -> str:
+    """'98.50% of 1,234 candidate positions', or 'n/a (0 candidate positions)'."""
+    if coverage is None:
+        return "n/a (0 candidate positions)"
+    return f"{coverage:.2%} of {candidates:,} candidate positions"
+
+
 def _histogram_md(stats: DatasetStats, classes: int) -> str:
     lines = ["| class | " + " | ".join(SPLITS) + " |", "|---" * (len(SPLITS) + 1) + "|"]
     for c in range(classes):
@@ -104,16 +112,25 @@ def _histogram_md(stats: DatasetStats, classes: int) -> str:
     return "\n".join(lines)
 
 
+def _coverage(stats: DatasetStats):
+    """label_coverage as metadata: a share, or null when there is no candidate to cover."""
+    return dg.MetadataValue.null() if stats.label_coverage is None else round(stats.label_coverage, 4)
+
+
 def _results(name: str, stats: DatasetStats):
+    from pipeline.plots import class_bars_png  # matplotlib: not at import (the CLI imports this module)
+
     spec = DATASETS[name]
     metadata = {
         "rows": sum(stats.rows.values()),
         **{f"rows_{s}": stats.rows[s] for s in SPLITS},
         **{f"removed_by_guard_{s}": stats.removed[s] for s in SPLITS},
         **{f"games_{s}": stats.games.get(s, 0) for s in SPLITS},
-        "candidates": stats.candidates, "label_coverage": round(stats.label_coverage, 4),
+        "candidates": stats.candidates, "label_coverage": _coverage(stats),
         "path": dg.MetadataValue.path(stats.folder),
     }
+    if stats.empty_reason:
+        metadata["empty_reason"] = dg.MetadataValue.text(stats.empty_reason)
     if spec.classes:
         metadata["class_histogram"] = dg.MetadataValue.md(_histogram_md(stats, spec.classes))
         metadata["class_shares"] = png_md(class_bars_png(stats.histogram, spec.classes, name), "class shares")
@@ -138,9 +155,11 @@ def _results(name: str, stats: DatasetStats):
         yield dg.AssetCheckResult(check_name="class_balance", passed=std > 0, severity=dg.AssetCheckSeverity.WARN,
                                   metadata={"train_target_mean": mean, "train_target_std": std})
     yield dg.AssetCheckResult(
-        check_name="label_coverage", passed=stats.label_coverage >= MIN_LABEL_COVERAGE,
+        check_name="label_coverage", passed=(stats.label_coverage or 0.0) >= MIN_LABEL_COVERAGE,
         severity=dg.AssetCheckSeverity.WARN,
-        metadata={"label_coverage": round(stats.label_coverage, 4), "unlabelled_rows_left_out": stats.unlabelled})
+        metadata={"label_coverage": _coverage(stats), "candidates": stats.candidates,
+                  "unlabelled_rows_left_out": stats.unlabelled,
+                  **({"empty_reason": dg.MetadataValue.text(stats.empty_reason)} if stats.empty_reason else {})})
     yield dg.AssetCheckResult(check_name="rows_per_split", passed=all(stats.rows[s] > 0 for s in SPLITS),
                               metadata={s: stats.rows[s] for s in SPLITS})
 
@@ -154,16 +173,20 @@ def dataset_asset(name: str) -> dg.AssetsDefinition:
         dg.AssetCheckSpec("class_balance", asset=name,
                           description="every class present in train (regression: the target varies)"),
         dg.AssetCheckSpec("label_coverage", asset=name,
-                          description=f"at least {MIN_LABEL_COVERAGE:.0%} of candidate positions have a label"),
+                          description=f"at least {MIN_LABEL_COVERAGE:.0%} of candidate positions have a label "
+                                      "(none to cover fails)"),
         dg.AssetCheckSpec("rows_per_split", asset=name, description="train, val and test are not empty"),
     ]
 
     @dg.asset(name=name, group_name=GROUP, deps=deps, check_specs=checks,
-              description=f"{spec.description}. SQL: sql/datasets/{name}.sql; files datasets/{name}/<split>.parquet.")
+              description=f"{spec.description}. SQL: `sql/datasets/{name}.sql`; files "
+                          f"`datasets/{name}/{{train,val,test}}.parquet`.")
     def _dataset(context: dg.AssetExecutionContext, config: config_cls, store: StoreResource):
         stats = build_dataset(store.get(), name, config.params(), config.split())
         context.log.info(f"{name}: rows {stats.rows}, removed by the leakage guard {stats.removed}, "
-                         f"label coverage {stats.label_coverage:.2%}")
+                         f"label coverage {coverage_text(stats.label_coverage, stats.candidates)}")
+        if stats.empty_reason:
+            context.log.info(f"{name} has no rows: {stats.empty_reason}")
         yield from _results(name, stats)
 
     return _dataset

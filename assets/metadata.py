@@ -10,7 +10,12 @@ def png_md(png: bytes, alt: str) -> dg.MetadataValue:
     return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})")
 
 
+def md_cell(text) -> str:
+    """Text for a Markdown table cell: a '|' in it would end the cell, a '<' start an HTML tag."""
+    return str(text).replace("|", "\\|").replace("<", "&lt;")
+
+
 def md_table(header: tuple[str, str], rows: dict) -> dg.MetadataValue:
-    lines = [f"| {header[0]} | {header[1]} |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in rows.items()] or ["| (none) | 0 |"]
+    lines = [f"| {md_cell(header[0])} | {md_cell(header[1])} |", "|---|---|"]
+    lines += [f"| {md_cell(k)} | {md_cell(v)} |" for k, v in rows.items()] or ["| (none) | 0 |"]
     return dg.MetadataValue.md("\n".join(lines))

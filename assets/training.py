@@ -8,8 +8,10 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from assets.config import DescribedConfig
 from assets.metadata import png_md
 from assets.resources import StoreResource
+from pipeline.datasets import dataset_problem
 from pipeline.duck import table_schemas
 from pipeline.plots import confusion_png, learning_curves_png
 from pipeline.store import PARQUET_OPTIONS, atomic_path
@@ -53,7 +55,7 @@ PROFILES = {
 METRICS_SCHEMA = table_schemas()["model_metrics"]
 
 
-class TrainRunConfig(dg.Config):
+class TrainRunConfig(DescribedConfig):
     profile: str = "quick"
     """quick (a few CPU minutes) or full (the published schedules)."""
     epochs: int = 0
@@ -61,10 +63,11 @@ class TrainRunConfig(dg.Config):
     max_train_rows: int = -1
     """Train rows to use (0: all); -1 takes the profile's."""
     batch_size: int = 0
-    """0 takes the profile's."""
+    """Rows per training step; 0 takes the profile's."""
     lr: float = 0.0
-    """0 takes the model preset's (the published one)."""
+    """Learning rate; 0 takes the model preset's (the published one)."""
     seed: int = 0
+    """Seed of the initial weights, the shuffling and dropout: the same seed gives the same model."""
     device: str = "auto"
     """auto: CUDA (bfloat16 autocast) when present, else every CPU core."""
 
@@ -106,6 +109,9 @@ def model_asset(name: str) -> dg.AssetsDefinition:
               description=f"{m.model} on {m.encoder} input, trained on {m.dataset} ({m.anchor}).")
     def _model(context: dg.AssetExecutionContext, config: TrainRunConfig, store: StoreResource):
         st = store.get()
+        problem = dataset_problem(st, m.dataset)
+        if problem:  # before torch starts: one line saying what is missing
+            raise ValueError(problem)
         out = st.root / "models" / name / context.run.run_id
         cfg = train_config(name, config, str(st.root), str(out))
         start = time.monotonic()

@@ -7,27 +7,38 @@ further columns the dataset needs. build_dataset binds its parameters, splits th
 rows by game (identical move sequences count as one game), removes from train and val every
 position key that test (or, for train, val) holds, and writes
 datasets/<name>/{train,val,test}.parquet, each file under a temporary name first.
+
+A set with no rows says why (DatasetStats.empty_reason, dataset_problem): the store has no
+games, no game passes the set's filters, or no label of the set's setting covers its
+positions, and then which settings the store has labels for. These are worked out from the
+store, so the message names the fix (`chess-pipeline label --depth 8`, or `--label-depth 6`).
 """
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.duck import load_sql, memory_connection
+from pipeline.duck import glob_escape, load_sql, memory_connection
+from pipeline.engine import LIMIT_KINDS, Limit
 from pipeline.store import PARQUET_OPTIONS, Store, atomic_path
 
 SPLITS = ("train", "val", "test")
 SCHEMA = pa.schema([("dataset", pa.string()), ("position_key", pa.uint64()), ("game_id", pa.int64()),
-                    ("ply", pa.uint16()), ("target", pa.float64()), ("split", pa.string())])
+                    ("ply", pa.uint32()), ("target", pa.float64()), ("split", pa.string())])
 """The columns every dataset file has (the `datasets` view binds to these before any exists)."""
 ROW_GROUP = 65_536
 _PARAM = re.compile(r"\$([a-z_][a-z0-9_]*)")
+BUILT_KEY = b"chess_pipeline.dataset"
+"""Parquet key-value metadata of every split file: the dataset, its parameters and split (JSON)."""
+ELO_PARAMS = ("min_elo", "min_avg_elo")
+"""Rating filters: a set left empty by one says how many positions 0 would keep."""
 
 
 @dataclass(frozen=True)
@@ -40,26 +51,38 @@ class DatasetSpec:
     """Whether the target comes from Stockfish labels (else from the games)."""
     defaults: dict = field(default_factory=dict)
     """The SQL parameters and their defaults (the published setting where there is one)."""
+    candidates: str = ""
+    """Which positions the SQL takes, with {parameter} placeholders (for the empty-set message)."""
 
 
 _LABEL = {"label_kind": "depth", "label_value": 8, "label_engine": ""}
 _SABATELLI = {"min_elo": 2000, **_LABEL, "pov": "side_to_move"}
+_RATED = "positions of games whose players are both rated over {min_elo}, or of engine games"
 
 DATASETS = {s.name: s for s in [
-    DatasetSpec("sabatelli_3class", "Sabatelli: win / draw / loss at +/-1.5 pawns", 3, defaults=_SABATELLI),
-    DatasetSpec("sabatelli_15class", "Sabatelli: 15 classes, one per pawn beyond +/-1.5", 15, defaults=_SABATELLI),
+    DatasetSpec("sabatelli_3class", "Sabatelli: win / draw / loss at +/-1.5 pawns", 3, defaults=_SABATELLI,
+                candidates=_RATED),
+    DatasetSpec("sabatelli_15class", "Sabatelli: 15 classes, one per pawn beyond +/-1.5", 15, defaults=_SABATELLI,
+                candidates=_RATED),
     DatasetSpec("sabatelli_20class", "Sabatelli: 20 classes, the draw region in half pawns", 20,
-                defaults=_SABATELLI),
+                defaults=_SABATELLI, candidates=_RATED),
     DatasetSpec("sabatelli_regression", "Sabatelli: the score mapped onto [0, 1] (or a win probability)", 0,
-                defaults={**_SABATELLI, "clip_cp": 1500, "wp_scale": 400.0, "target_kind": "linear"}),
+                defaults={**_SABATELLI, "clip_cp": 1500, "wp_scale": 400.0, "target_kind": "linear"},
+                candidates=_RATED),
     DatasetSpec("deepchess", "DeepChess: 10 random positions per decisive game, tagged by winner", 2,
-                labelled=False, defaults={"sample_seed": 0, "per_game": 10, "skip_moves": 5}),
+                labelled=False, defaults={"sample_seed": 0, "per_game": 10, "skip_moves": 5},
+                candidates="positions of decisive games after move {skip_moves}, not reached by a capture"),
     DatasetSpec("lubeck_wdl", "Lubeck: every position of games averaging over 2000, the result as target", 3,
-                labelled=False, defaults={"min_avg_elo": 2000}),
+                labelled=False, defaults={"min_avg_elo": 2000},
+                candidates="positions of finished games whose players average over {min_avg_elo}, or of engine "
+                           "games"),
     DatasetSpec("hui_checkmate", "Hui: the last part of games ending in mate, the winner as target", 2,
-                labelled=False, defaults={"min_elo": 1500, "gamestage": 0.2}),
+                labelled=False, defaults={"min_elo": 1500, "gamestage": 0.2},
+                candidates="positions of games ending in mate whose players are both rated over {min_elo}"),
     DatasetSpec("piece_values", "Centipawn targets (pawns, White's view) for the piece-value network", 0,
-                defaults={"min_elo": 0, **_LABEL, "max_cp": 1500}),
+                defaults={"min_elo": 0, **_LABEL, "max_cp": 1500},
+                candidates="positions of games whose players are both rated over {min_elo} (0: every game), or of "
+                           "engine games, within +/-{max_cp} centipawns"),
 ]}
 
 
@@ -100,10 +123,18 @@ class DatasetStats:
     overlap: dict = field(default_factory=dict)
     """Position keys shared by two splits in the written files (all 0 when the guard held)."""
     folder: str = ""
+    empty_reason: str = ""
+    """Why no position made it into the set (empty when some did): what is missing and the fix."""
 
     @property
-    def label_coverage(self) -> float:
-        return 1 - self.unlabelled / self.candidates if self.candidates else 1.0
+    def labelled(self) -> int:
+        """Candidate positions with a target (the rows before the split)."""
+        return self.candidates - self.unlabelled
+
+    @property
+    def label_coverage(self) -> float | None:
+        """Share of candidate positions with a label; None when there are no candidates."""
+        return 1 - self.unlabelled / self.candidates if self.candidates else None
 
 
 def dataset_dir(store: Store, name: str) -> Path:
@@ -120,9 +151,9 @@ def sql_params(sql: str, params: dict) -> dict:
     return {k: params[k] for k in names}
 
 
-def build_dataset(store: Store, name: str, params: dict | None = None, split: SplitConfig = SplitConfig()
-                  ) -> DatasetStats:
-    """Materialise one dataset (DATASETS[name]) with params over its defaults."""
+def dataset_values(name: str, params: dict | None = None) -> dict:
+    """The SQL parameters of DATASETS[name]: params over its defaults, checked (a label setting
+    is a valid Limit; static has no value, stored as 0)."""
     spec = DATASETS.get(name)
     if spec is None:
         raise KeyError(f"no dataset {name!r}; known: {', '.join(DATASETS)}")
@@ -130,12 +161,83 @@ def build_dataset(store: Store, name: str, params: dict | None = None, split: Sp
     if unknown:
         raise ValueError(f"{name} has no parameters {sorted(unknown)}; it takes {sorted(spec.defaults)}")
     values = {**spec.defaults, **(params or {})}
+    if "label_kind" in values:
+        values["label_value"] = Limit(values["label_kind"], values["label_value"]).value
+    return values
+
+
+def _sql(name: str) -> str:
+    return load_sql(f"datasets/{name}").rstrip().rstrip(";")
+
+
+def _candidates(con, name: str, values: dict) -> tuple[int, int]:
+    """Create the temp table `candidate` (the dataset's query); returns (rows, rows without target)."""
+    sql = _sql(name)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE candidate AS {sql}", sql_params(sql, values))
+    return tuple(con.execute("SELECT count(*), count(*) FILTER (WHERE target IS NULL) FROM candidate").fetchall()[0])
+
+
+def setting_text(kind: str, value: int, engine: str = "") -> str:
+    """A label setting as people say it: 'depth 8', 'nodes 10000', 'static' (+ ' by ENGINE')."""
+    text = str(Limit(kind, value)) if kind in LIMIT_KINDS else f"{kind} {value}"
+    return f"{text} by {engine}" if engine else text
+
+
+def label_flags(kind: str, value: int, prefix: str = "--") -> str:
+    """The CLI flags choosing a setting: `--depth 8` for `label`, prefix '--label-' for `datasets`."""
+    return f"{prefix}static" if kind == "static" else f"{prefix}{kind} {value}"
+
+
+def empty_reason(con, name: str, values: dict, candidates: int) -> str:
+    """Why DATASETS[name] with these values has no labelled candidate: worked out from the store
+    (over a connection holding the `candidate` table). One sentence with the fix."""
+    spec = DATASETS[name]
+    games, positions = con.execute("SELECT (SELECT count(*) FROM games), (SELECT count(*) FROM positions)"
+                                   ).fetchall()[0]
+    if not positions:
+        return "the store has no games (add archives: `chess-pipeline ingest PATH...`)"
+    if not candidates:
+        what = spec.candidates.format(**values) if spec.candidates else "its positions"
+        reason = f"none of the store's {games:,} games gives {what}"
+        for p in ELO_PARAMS:
+            if values.get(p, 0) > 0:
+                sql = _sql(name)
+                [(kept,)] = con.execute(f"SELECT count(*) FROM ({sql})", sql_params(sql, {**values, p: 0})).fetchall()
+                if kept:
+                    return f"{reason} ({p} 0 would keep {kept:,} positions: set {p} lower in the run config)"
+        return f"{reason} (ingest archives with such games)"
+    kind, value, engine = values["label_kind"], values["label_value"], values["label_engine"]
+    want = Limit(kind, value).slug + (f" labels by {engine}" if engine else " labels")
+    cover = con.execute(  # candidate rows each setting has labels for
+        "SELECT engine, limit_kind, limit_value, count(*) AS n FROM candidate "
+        "JOIN (SELECT DISTINCT engine, limit_kind, limit_value, position_key FROM labels) USING (position_key) "
+        "GROUP BY ALL ORDER BY n DESC, 1, 2, 3").fetchall()
+    label_cmd = f"`chess-pipeline label {label_flags(kind, value)}`"
+    if not cover:
+        [(total,)] = con.execute("SELECT count(*) FROM labels").fetchall()
+        if not total:
+            return f"the store has no labels yet; its {candidates:,} candidate positions need {want} (run {label_cmd})"
+        return (f"no label in the store covers its {candidates:,} candidate positions (the store's {total:,} labels "
+                f"are of other positions): run {label_cmd}")
+    engines = {e for e, _, _, _ in cover}
+    has = ", ".join(f"{setting_text(k, v, e if engine or len(engines) > 1 else '')} ({n:,} of them)"
+                    for e, k, v, n in cover)
+    e0, k0, v0, _ = cover[0]
+    use = label_flags(k0, v0, "--label-") + (f' --label-engine "{e0}"' if engine and e0 != engine else "")
+    return (f"no {want} for its {candidates:,} candidate positions; the store has labels for {has}: "
+            f"run {label_cmd}, or build from those with `chess-pipeline datasets {name} {use}`")
+
+
+def build_dataset(store: Store, name: str, params: dict | None = None, split: SplitConfig = SplitConfig()
+                  ) -> DatasetStats:
+    """Materialise one dataset (DATASETS[name]) with params over its defaults."""
+    values = dataset_values(name, params)
+    spec = DATASETS[name]
     stats = DatasetStats(name)
-    sql = load_sql(f"datasets/{name}").rstrip().rstrip(";")
     with memory_connection(store) as con:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE candidate AS {sql}", sql_params(sql, values))
-        stats.candidates, stats.unlabelled = con.execute(
-            "SELECT count(*), count(*) FILTER (WHERE target IS NULL) FROM candidate").fetchall()[0]
+        stats.candidates, stats.unlabelled = _candidates(con, name, values)
+        if not stats.labelled:
+            stats.empty_reason = empty_reason(con, name, values, stats.candidates)
         split_values = {"seed": split.seed, "val_fraction": split.val_fraction, "test_fraction": split.test_fraction,
                         "by": split.by}
         assign = load_sql("queries/split_assign")
@@ -156,12 +258,14 @@ def build_dataset(store: Store, name: str, params: dict | None = None, split: Sp
                                            "FROM split_rows GROUP BY 1").fetchall():
                 stats.target_summary[s] = tuple(summary)
         made = datetime.now(timezone.utc)
+        built = json.dumps({"dataset": name, "params": values, "split": asdict(split)})
         for s in SPLITS:
             table = con.sql("SELECT $dataset AS dataset, * EXCLUDE (split), split, $made AS materialised_at "
                             "FROM split_rows WHERE split = $split ORDER BY game_id, ply",
                             params={"dataset": name, "split": s, "made": made}).to_arrow_table()
             i = table.schema.get_field_index("planes")
             table = table.set_column(i, "planes", table.column("planes").cast(pa.binary(96)))  # as in positions
+            table = table.replace_schema_metadata({**(table.schema.metadata or {}), BUILT_KEY: built})
             path = dataset_dir(store, name) / f"{s}.parquet"
             with atomic_path(path) as tmp:
                 pq.write_table(table, tmp, row_group_size=ROW_GROUP, **PARQUET_OPTIONS)
@@ -170,9 +274,46 @@ def build_dataset(store: Store, name: str, params: dict | None = None, split: Sp
     return stats
 
 
+def built_with(path: Path) -> dict:
+    """What a split file was built from: {"dataset", "params", "split"} ({} for files written before
+    build_dataset recorded it)."""
+    meta = pq.read_schema(path).metadata or {}
+    return json.loads(meta[BUILT_KEY]) if BUILT_KEY in meta else {}
+
+
+def dataset_problem(store: Store, name: str) -> str:
+    """Why DATASETS[name]'s files cannot be trained on (not built, no rows, a split without rows),
+    in one sentence with the fix; '' when they can. A set with no rows is diagnosed again from
+    the store as it is now, with the parameters the files were built with."""
+    folder = dataset_dir(store, name)
+    files = {s: folder / f"{s}.parquet" for s in SPLITS}
+    if not all(p.exists() for p in files.values()):
+        return f"{name} is not built yet (run `chess-pipeline datasets {name}`)"
+    rows = {s: pq.read_metadata(p).num_rows for s, p in files.items()}
+    if not any(rows.values()):
+        params = built_with(files["train"]).get("params") or {}
+        values = dataset_values(name, {k: v for k, v in params.items() if k in DATASETS[name].defaults})
+        with memory_connection(store) as con:
+            candidates, unlabelled = _candidates(con, name, values)
+            if candidates - unlabelled:
+                again = f"chess-pipeline datasets {name}"
+                if "label_kind" in values and any(values[k] != DATASETS[name].defaults[k] for k in _LABEL):
+                    again += " " + label_flags(values["label_kind"], values["label_value"], "--label-")
+                    again += f' --label-engine "{values["label_engine"]}"' if values["label_engine"] else ""
+                return (f"{name} has no rows, but the store now has {candidates - unlabelled:,} positions for it "
+                        f"(build it again: `{again}`)")
+            return f"{name} has no rows: {empty_reason(con, name, values, candidates)}"
+    empty = [s for s in SPLITS if not rows[s]]
+    if empty:
+        counts = ", ".join(f"{s} {rows[s]:,}" for s in SPLITS)
+        return (f"{name} has no {' or '.join(empty)} rows ({counts}): more games (identical games count once), "
+                f"or larger split fractions (`chess-pipeline datasets {name} --val-fraction 0.2 --test-fraction 0.2`)")
+    return ""
+
+
 def split_overlap(store: Store, name: str) -> dict:
     """Position keys the written split files share, pair by pair (read back from disk)."""
-    files = {s: str(dataset_dir(store, name) / f"{s}.parquet") for s in SPLITS}
+    files = {s: glob_escape(str(dataset_dir(store, name) / f"{s}.parquet")) for s in SPLITS}
     with memory_connection(store) as con:
         keys = {s: f"(SELECT DISTINCT position_key FROM read_parquet(${s}))" for s in SPLITS}
         out = {}

@@ -38,3 +38,22 @@ def test_dataset_assets_write_splits_report_them_and_pass_their_checks(instance,
     assert got == {n: sum(pq.read_metadata(dataset_dir(store, n) / f"{s}.parquet").num_rows for s in SPLITS)
                    for n in names}
     assert shared == 0
+
+
+def test_a_set_with_no_candidates_reports_no_coverage_and_why(instance, tmp_path):
+    from pipeline.store import Store
+    from tests.stores import add_pgn
+
+    store = Store(tmp_path / "store").ensure()
+    add_pgn(store, tmp_path, "games.pgn", RATED_GAMES)  # no game has both players over 3000
+    result = dg.materialize(dataset_assets, selection=["sabatelli_3class"], instance=instance,
+                            resources={"store": StoreResource(root=str(store.root))},
+                            run_config={"ops": {"sabatelli_3class": {"config": {"min_elo": 3000}}}})
+    assert result.success
+    meta = result.get_asset_materialization_events()[0].materialization.metadata
+    assert meta["candidates"].value == 0 and meta["rows"].value == 0
+    assert meta["label_coverage"] == dg.MetadataValue.null()  # not 100% of nothing
+    assert "rated over 3000" in meta["empty_reason"].value and "min_elo 0 would keep" in meta["empty_reason"].value
+    checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
+    assert not checks["label_coverage"].passed and not checks["rows_per_split"].passed
+    assert "rated over 3000" in checks["label_coverage"].metadata["empty_reason"].value

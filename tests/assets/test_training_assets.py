@@ -31,3 +31,23 @@ def test_model_asset_trains_reports_and_lands_in_model_metrics(instance, tmp_pat
         got = dict(con.sql("SELECT metric, value FROM model_metrics WHERE split = 'test' AND model = "
                            "'mlp_bitmap_3class'").fetchall())
     assert abs(got["accuracy"] - meta["test_accuracy"]) < 1e-4 and got["rows"] == meta["rows_test"]
+
+
+def test_a_model_on_an_empty_dataset_fails_saying_why_before_training(instance, tmp_path):
+    from assets.cli import failure_message
+    from pipeline.store import Store
+    from tests.fixtures_pgn import RATED_GAMES
+    from tests.stores import add_pgn
+
+    store = Store(tmp_path / "store").ensure()
+    add_pgn(store, tmp_path, "games.pgn", RATED_GAMES)  # ingested, never labelled
+    resources = {"store": StoreResource(root=str(store.root))}
+    assert dg.materialize(dataset_assets, selection=["sabatelli_3class"], instance=instance,
+                          resources=resources).success
+    result = dg.materialize(model_assets, selection=["mlp_bitmap_3class"], instance=instance, resources=resources,
+                            raise_on_error=False)
+    assert not result.success
+    assert failure_message(result) == (
+        "ValueError: sabatelli_3class has no rows: the store has no labels yet; its 47 candidate positions need "
+        "depth-8 labels (run `chess-pipeline label --depth 8`)")
+    assert not (store.root / "models" / "mlp_bitmap_3class").exists()

@@ -172,3 +172,117 @@ def test_a_tiny_dataset_still_gets_every_split(small_store):
     stats = build_dataset(small_store, "lubeck_wdl", split=SplitConfig(seed=5, val_fraction=0.01, test_fraction=0.01))
     assert all(stats.rows[s] > 0 for s in SPLITS), stats.rows
     assert sum(stats.games.values()) == 4 and stats.overlap == {"train/val": 0, "train/test": 0, "val/test": 0}
+
+
+# Why a set is empty, worked out from the store. RATED_GAMES: g1 twice (14 plies) and g2 (16) have
+# both players over 2000: 15 + 15 + 17 = 47 candidate rows of the Sabatelli sets; g3 (10 plies,
+# a 1900 player) adds 11 with min_elo 0.
+SABATELLI_CANDIDATES, ALL_RATED_ROWS = 47, 58
+
+
+@pytest.fixture(scope="module")
+def depth6_store(tmp_path_factory, stockfish):
+    from pipeline.engine import EnginePool, Limit
+    from pipeline.labels import LabelRun, label_store
+    from pipeline.store import Store
+    from tests.stores import add_pgn
+
+    folder = tmp_path_factory.mktemp("depth6")
+    store = Store(folder / "store").ensure()
+    add_pgn(store, folder, "games.pgn", RATED_GAMES)
+    with EnginePool(stockfish, workers=2) as pool:
+        label_store(store, pool, LabelRun(limit=Limit("depth", 6)))
+    return store
+
+
+@pytest.fixture(scope="module")
+def unlabelled_store(tmp_path_factory):
+    from pipeline.store import Store
+    from tests.stores import add_pgn
+
+    folder = tmp_path_factory.mktemp("unlabelled")
+    store = Store(folder / "store").ensure()
+    add_pgn(store, folder, "games.pgn", RATED_GAMES)
+    return store
+
+
+def test_a_set_without_labels_of_its_setting_names_the_settings_the_store_has(depth6_store):
+    stats = build_dataset(depth6_store, "sabatelli_3class")
+    assert stats.candidates == SABATELLI_CANDIDATES and stats.unlabelled == SABATELLI_CANDIDATES
+    assert sum(stats.rows.values()) == 0 and stats.label_coverage == 0.0
+    assert stats.empty_reason.startswith("no depth-8 labels for its 47 candidate positions; "
+                                         "the store has labels for depth 6 (47 of them)")
+    assert "`chess-pipeline label --depth 8`" in stats.empty_reason
+    assert "`chess-pipeline datasets sabatelli_3class --label-depth 6`" in stats.empty_reason
+    # ... and that setting builds it, every row's target from its depth-6 label.
+    stats = build_dataset(depth6_store, "sabatelli_3class", {"label_value": 6},
+                          SplitConfig(val_fraction=0, test_fraction=0))
+    assert stats.rows["train"] == SABATELLI_CANDIDATES and stats.label_coverage == 1.0 and not stats.empty_reason
+
+
+def test_an_engine_no_label_came_from_is_named_with_the_one_that_did(depth6_store):
+    stats = build_dataset(depth6_store, "piece_values", {"label_value": 6, "label_engine": "Stockfish 99"})
+    with memory_connection(depth6_store) as con:
+        [(engine,)] = con.sql("SELECT DISTINCT engine FROM labels").fetchall()
+    assert stats.empty_reason.startswith(f"no depth-6 labels by Stockfish 99 for its {ALL_RATED_ROWS} candidate "
+                                         f"positions; the store has labels for depth 6 by {engine}")
+    assert f'--label-depth 6 --label-engine "{engine}"`' in stats.empty_reason
+
+
+def test_a_store_without_labels_says_to_label_it(unlabelled_store):
+    stats = build_dataset(unlabelled_store, "sabatelli_15class", {"label_kind": "static"})
+    assert stats.candidates == SABATELLI_CANDIDATES and sum(stats.rows.values()) == 0
+    assert stats.empty_reason == ("the store has no labels yet; its 47 candidate positions need static labels "
+                                  "(run `chess-pipeline label --static`)")
+
+
+def test_no_candidates_is_no_coverage_and_names_the_filter(unlabelled_store, tmp_path):
+    from pipeline.store import Store
+
+    stats = build_dataset(unlabelled_store, "sabatelli_3class", {"min_elo": 3000})
+    assert stats.candidates == 0 and stats.label_coverage is None  # not 100% of nothing
+    assert stats.empty_reason == (
+        "none of the store's 4 games gives positions of games whose players are both rated over 3000, or of engine "
+        f"games (min_elo 0 would keep {ALL_RATED_ROWS} positions: set min_elo lower in the run config)")
+    stats = build_dataset(Store(tmp_path / "empty").ensure(), "lubeck_wdl")
+    assert stats.candidates == 0 and stats.empty_reason.startswith("the store has no games")
+
+
+def test_a_label_setting_is_checked_and_static_has_no_value(unlabelled_store):
+    with pytest.raises(ValueError, match="limit kind must be one of"):
+        build_dataset(unlabelled_store, "sabatelli_3class", {"label_kind": "deep"})
+    with pytest.raises(ValueError, match="depth limit must be at least 1"):
+        build_dataset(unlabelled_store, "sabatelli_3class", {"label_value": 0})
+
+
+def test_static_labels_are_found_whatever_label_value_says(tmp_path, stockfish):
+    # The labels store static as limit_value 0; the config's label_value default (8) must not hide them.
+    from pipeline.engine import EnginePool, Limit
+    from pipeline.labels import LabelRun, label_store
+    from pipeline.store import Store
+    from tests.stores import add_pgn
+
+    store = Store(tmp_path / "store").ensure()
+    add_pgn(store, tmp_path, "games.pgn", RATED_GAMES)
+    with EnginePool(stockfish, workers=2) as pool:
+        label_store(store, pool, LabelRun(limit=Limit("static")))
+    stats = build_dataset(store, "piece_values", {"label_kind": "static"})
+    assert stats.candidates - stats.unlabelled > 0 and not stats.empty_reason
+
+
+def test_dataset_problem_says_what_keeps_training_from_starting(depth6_store):
+    from pipeline.datasets import dataset_problem
+
+    assert dataset_problem(depth6_store, "sabatelli_20class") == (
+        "sabatelli_20class is not built yet (run `chess-pipeline datasets sabatelli_20class`)")
+    build_dataset(depth6_store, "sabatelli_20class")
+    problem = dataset_problem(depth6_store, "sabatelli_20class")
+    assert problem.startswith("sabatelli_20class has no rows: no depth-8 labels for its 47 candidate positions")
+    assert "--label-depth 6`" in problem
+    build_dataset(depth6_store, "sabatelli_20class", {"label_value": 6}, SplitConfig(val_fraction=0, test_fraction=0))
+    assert dataset_problem(depth6_store, "sabatelli_20class").startswith(
+        "sabatelli_20class has no val or test rows (train 47, val 0, test 0)")
+    # g3 too (min_elo 1500): three games (g1 twice counts once), one for each split.
+    build_dataset(depth6_store, "sabatelli_20class", {"label_value": 6, "min_elo": 1500},
+                  SplitConfig(val_fraction=0.3, test_fraction=0.3))
+    assert dataset_problem(depth6_store, "sabatelli_20class") == ""
