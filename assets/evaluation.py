@@ -19,8 +19,9 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from assets.config import DescribedConfig
 from assets.labels import PROGRESS_TAG, WRITE_EVERY_S, write_progress
-from assets.metadata import png_md
+from assets.metadata import md_cell, png_md
 from assets.resources import StockfishResource, StoreResource
 from assets.training import MODELS
 from pipeline.duck import table_schemas
@@ -91,7 +92,7 @@ def write_games(st: Store, asset: str, run_id: str, matches) -> tuple[Path, int]
 def rows_md(rows) -> str:
     lines = ["| suite | metric | value | n | detail |", "|---|---|---|---|---|"]
     for suite, metric, value, n, detail in rows:
-        lines.append(f"| {suite} | {metric} | {value:.4g} | {n} | {detail} |")
+        lines.append(f"| {suite} | {metric} | {value:.4g} | {n} | {md_cell(detail)} |")
     return "\n".join(lines)
 
 
@@ -131,9 +132,9 @@ class Progress:
         self.set(self.done + n)
 
 
-class SuitesConfig(dg.Config):
+class SuitesConfig(DescribedConfig):
     suites_dir: str = ""
-    """Folder of .epd files; empty: CHESS_PIPELINE_SUITES, else <home>/suites."""
+    """Folder of .epd files; empty: CHESS_PIPELINE_SUITES, else the store's `suites` folder."""
     depths: list[int] = [1, 2]
     """Search depths to score every suite at (1 = the 1-ply player)."""
     kaufman_depth: int = 16
@@ -142,23 +143,31 @@ class SuitesConfig(dg.Config):
     """Positions per suite (0: all)."""
 
 
-class MatchesConfig(dg.Config):
+class MatchesConfig(DescribedConfig):
     openings: int = 20
     """How many of Sabatelli's 20 openings (each played with both colours)."""
     random_plies: int = 80
+    """Hui's test: a game against the random mover counts as won only inside this many plies."""
     stockfish_skills: list[int] = [0, 5, 10]
+    """Stockfish skill levels (0-20) the 1-ply network plays, one match each (empty skips)."""
     stockfish_depth: int = 6
+    """Search depth of those Stockfish opponents."""
     search_depths: list[int] = [1, 2]
     """Network vs the traditional evaluation, both at each of these depths (empty skips)."""
     movetime: float = 0.05
     """... and at this time per move in seconds (0 skips)."""
     time_openings: int = 10
+    """Openings of the fixed-time match (it is the slow one)."""
     max_plies: int = 400
+    """Other matches: a game still going after this many plies ends unfinished ('*')."""
     endgames: int = 10
     """Won endgames from the store's games to convert (0 skips)."""
     endgame_verify_depth: int = 14
+    """Stockfish depth that must confirm an endgame as won for the side to move."""
     endgame_defender_depth: int = 8
+    """The defending Stockfish (full strength) searches this deep."""
     endgame_max_plies: int = 100
+    """An endgame counts as converted only when won inside this many plies."""
 
 
 def suites_asset(model: str) -> dg.AssetsDefinition:
@@ -169,7 +178,7 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
     def _suites(context: dg.AssetExecutionContext, config: SuitesConfig, store: StoreResource,
                 stockfish: StockfishResource) -> dg.MaterializeResult:
         from pipeline.engine import Limit
-        from pipeline.evaluation import load_suite, run_suite, suite_files, suite_name
+        from pipeline.evaluation import load_suites, problem_rows, run_suite, suite_files
         from pipeline.plots import kaufman_png, sts_themes_png
         from training.evaluator import NetworkEvaluator
 
@@ -180,12 +189,21 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
         rows, meta = [], {"suites_folder": dg.MetadataValue.path(str(folder))}
         if not files:
             context.log.warning(f"no .epd suites in {folder}: set CHESS_PIPELINE_SUITES or put suites there")
-        suites = {suite_name(f): load_suite(f, config.max_positions) for f in files}
-        progress = Progress(context, "suite positions", len(config.depths) * sum(map(len, suites.values())))
-        for name_, positions in suites.items():
-            report, suite_rows = run_suite(evaluator, name_, positions, tuple(config.depths), stockfish.pool,
-                                           Limit("depth", config.kaufman_depth), context.log.info, progress.step)
-            rows += suite_rows
+        suites, unreadable = load_suites(files, config.max_positions)
+        for name_, why in unreadable.items():
+            context.log.warning(f"suite {name_} left out: {why}")
+            rows += problem_rows(unreadable=(name_, why))
+        failed = [(s.name, f) for s in suites for f in s.failures]
+        for s in suites:
+            if s.failures:
+                context.log.warning(f"suite {s.name}: {len(s.failures):,} of {s.lines:,} positions left out "
+                                    f"(line {s.failures[0].line}: {s.failures[0].reason})")
+        progress = Progress(context, "suite positions", len(config.depths) * sum(len(s.positions) for s in suites))
+        for suite in suites:
+            report, suite_rows = run_suite(evaluator, suite.name, suite.positions, tuple(config.depths),
+                                           stockfish.pool, Limit("depth", config.kaufman_depth), context.log.info,
+                                           progress.step)
+            rows += suite_rows + problem_rows(suite)
             out = report_dir(st, model)
             for depth, deltas in report.kaufman.items():
                 png = kaufman_png(deltas, f"{model}: Kaufman test, depth {depth} player, Stockfish depth "
@@ -204,7 +222,16 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
         full = [(model, *r) for r in rows]
         write_results(st, name, context.run.run_id, full)
         meta["results"] = dg.MetadataValue.md(rows_md([r for r in rows if "/" not in r[0]]) if rows else "no suites")
-        meta["suites"] = len(files)
+        meta["suites"] = len(suites)
+        meta["suites_unreadable"] = len(unreadable)
+        meta["positions_failed"] = len(failed)
+        if unreadable:
+            meta["unreadable_suites"] = dg.MetadataValue.md("| suite | why |\n|---|---|\n" + "\n".join(
+                f"| {n} | {md_cell(why)} |" for n, why in unreadable.items()))
+        if failed:
+            meta["failed_positions"] = dg.MetadataValue.md("| suite | line | why |\n|---|---|---|\n" + "\n".join(
+                f"| {n} | {f.line} | {md_cell(f.reason)} |" for n, f in failed[:200])
+                + (f"\n\n{len(failed) - 200:,} more not listed" if len(failed) > 200 else ""))
         return dg.MaterializeResult(metadata=meta)
 
     return _suites
@@ -255,11 +282,13 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
     return _matches
 
 
-class HeadToHeadConfig(dg.Config):
+class HeadToHeadConfig(DescribedConfig):
     pairs: list[list[str]] = [["mlp_bitmap_3class", "cnn_features_3class"]]
     """Model pairs to play against each other (1-ply, as Sabatelli's MLP vs CNN)."""
     openings: int = 20
+    """How many of Sabatelli's 20 openings (each played with both colours)."""
     max_plies: int = 400
+    """A game still going after this many plies ends unfinished ('*')."""
 
 
 HEAD_TO_HEAD_MODELS = ["mlp_bitmap_3class", "cnn_features_3class"]

@@ -19,8 +19,8 @@ from pipeline.duck import load_sql
 from pipeline.engine import EnginePool, Limit
 from pipeline.matches import MatchResult, MatchSpec, play_game, play_match, wilson_interval
 from pipeline.search import AlphaBeta, Evaluator, RandomPlayer, SearchPlayer, StockfishPlayer
-from pipeline.suites import (DeltaCp, EpdPosition, SuiteScore, engine_evaluations, is_sts, kaufman_delta_cp,
-                             load_epd, score_suite)
+from pipeline.suites import (DeltaCp, EpdFile, EpdPosition, SuiteError, SuiteScore, engine_evaluations, is_sts,
+                             kaufman_delta_cp, read_epd, score_suite)
 
 Row = tuple[str, str, float, int, str]
 """(suite, metric, value, n, detail)"""
@@ -42,7 +42,9 @@ def player_name(model: str, depth: int) -> str:
 
 
 def suite_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.glob("*.epd") if p.is_file())
+    """The folder's .epd files (any case of the suffix); a broken link is listed too, so that
+    reading it reports the suite as missing rather than leaving it out unsaid."""
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() == ".epd" and not p.is_dir())
 
 
 def choose_moves(evaluator: Evaluator, positions: list[EpdPosition], depth: int,
@@ -66,20 +68,53 @@ class SuiteReport:
     kaufman: dict[int, list[DeltaCp]] = field(default_factory=dict)
 
 
-def load_suite(path: Path, max_positions: int = 0) -> list[EpdPosition]:
-    positions = load_epd(path)
-    return positions[:max_positions] if max_positions else positions
+def load_suite(path: Path, max_positions: int = 0, name: str | None = None) -> EpdFile:
+    """A suite's readable positions (the first max_positions of them; 0: all) and the lines that
+    failed (read_epd); SuiteError when the file cannot be read at all."""
+    suite = read_epd(path, name or suite_name(path))
+    if max_positions:
+        suite.positions = suite.positions[:max_positions]
+    return suite
 
 
 def suite_name(path: Path) -> str:
     return path.name.split(".")[0]
 
 
+def load_suites(files: list[Path], max_positions: int = 0) -> tuple[list[EpdFile], dict[str, str]]:
+    """Every suite that reads, and for each that does not its name -> the reason: one bad file
+    never stops the others. Two files whose names start alike keep their full file names."""
+    names = [suite_name(f) for f in files]
+    suites, unreadable = [], {}
+    for f, name in zip(files, names):
+        if names.count(name) > 1:
+            name = f.name[:-len(f.suffix)]
+        try:
+            suites.append(load_suite(f, max_positions, name))
+        except SuiteError as e:
+            unreadable[name] = str(e)
+    return suites, unreadable
+
+
+def problem_rows(suite: EpdFile | None = None, unreadable: tuple[str, str] | None = None,
+                 listed: int = 5) -> list[Row]:
+    """evaluation_results rows for what did not load: (suite, positions_failed, count, lines in
+    the file, the first `listed` lines and reasons), or (suite, unreadable, 1, 0, the reason)."""
+    if unreadable is not None:
+        return [(unreadable[0], "unreadable", 1, 0, unreadable[1])]
+    if suite is None or not suite.failures:
+        return []
+    detail = "; ".join(f"line {f.line}: {f.reason}" for f in suite.failures[:listed])
+    more = len(suite.failures) - listed
+    return [(suite.name, "positions_failed", len(suite.failures), suite.lines,
+             detail + (f"; and {more:,} more" if more > 0 else ""))]
+
+
 def run_suite(evaluator: Evaluator, name: str, positions: list[EpdPosition], depths: tuple[int, ...],
               pool: EnginePool | None, kaufman_limit: Limit | None, log: Callable[[str], None] = print,
               progress: Callable[[int], None] | None = None) -> tuple[SuiteReport, list[Row]]:
-    """One suite's positions (load_suite) at each search depth: STS points (c0/c8/c9 files),
-    solved counts (bm/am), and for Kaufman's test (a suite named kaufman*) delta-cp from the
+    """One suite's positions (load_suite) at each search depth: STS points (c8/c9 or STS-shaped
+    c0), solved counts (bm/am), and for Kaufman's test (a suite named kaufman*) delta-cp from the
     engine pool."""
     report = SuiteReport(name, is_sts(positions))
     rows: list[Row] = []
@@ -92,9 +127,9 @@ def run_suite(evaluator: Evaluator, name: str, positions: list[EpdPosition], dep
         log(f"{name} {d}: {s.points}/{s.max_points} points, {s.solved}/{s.scored} solved "
             f"in {time.monotonic() - t:.0f}s")
         if report.sts:
-            rows.append((name, f"points_{d}", s.points, s.positions, f"of {s.max_points}"))
+            rows.append((name, f"points_{d}", s.points, s.pointed, f"of {s.max_points}"))
             rows.append((name, f"percent_{d}", 100.0 * s.points / s.max_points if s.max_points else 0.0,
-                         s.positions, STS_ANCHOR))
+                         s.pointed, STS_ANCHOR))
             for theme, (pts, top, n) in sorted(s.themes.items()):
                 rows.append((f"{name}/{theme}", f"points_{d}", pts, n, f"of {top}"))
         if s.scored:
@@ -258,7 +293,7 @@ def report_markdown(model: str, rows: list[tuple], charts: list[str]) -> str:
     lines += [f"| {a} | {b} |" for a, b in PUBLISHED]
     main = [r for r in rows if "/" not in r[0] and r[0] != "elo"]
     lines += ["", "## Ours", "", "| suite / opponent | metric | value | n | detail |", "|---|---|---|---|---|"]
-    lines += [f"| {s} | {m} | {v:.4g} | {n} | {d} |" for s, m, v, n, d in main]
+    lines += [f"| {s} | {m} | {v:.4g} | {n} | {d.replace('|', chr(92) + '|')} |" for s, m, v, n, d in main]
     elo = [r for r in rows if r[0] == "elo"]
     if elo:
         lines += ["", "## Elo", "", "| player | Elo | games | detail |", "|---|---|---|---|"]

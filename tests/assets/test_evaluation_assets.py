@@ -96,3 +96,47 @@ def test_evaluation_fails_clearly_before_the_model_is_trained(instance, tmp_path
                             raise_on_error=False)
     assert not result.success
     assert "has not been materialised" in str(result.get_step_failure_events()[0].event_specific_data.error)
+
+
+@pytest.fixture
+def one_model(instance, tmp_path, stockfish, fics_2022):
+    """The 3-class MLP trained one epoch on 8 real games: the cheapest model the suites can load."""
+    store = labelled_store(tmp_path, first_games(fics_2022, 8, tmp_path / "src.pgn"), stockfish)
+    resources = {"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(workers=1)}
+    split = {"seed": 0, "val_fraction": 0.2, "test_fraction": 0.2, "min_elo": 1500}
+    assert dg.materialize(dataset_assets, selection=["sabatelli_3class"], instance=instance, resources=resources,
+                          run_config={"ops": {"sabatelli_3class": {"config": split}}}).success
+    assert dg.materialize(model_assets, selection=[MODELS[0]], instance=instance, resources=resources,
+                          run_config={"ops": {MODELS[0]: {"config": {"epochs": 1}}}}).success
+    return store, resources
+
+
+def test_bad_suites_and_lines_do_not_stop_the_suites_asset(instance, one_model, tmp_path):
+    """A folder with a good STS suite, a public collection (c0 comments, bad lines) and
+    unreadable files: the asset succeeds, scores what reads and reports the rest. Before: the
+    free-text c0 failed the whole asset (ValueError: invalid literal for int())."""
+    from tests.pipeline.test_suites import PUBLIC, STS_LINES
+
+    store, resources = one_model
+    folder = tmp_path / "suites"
+    folder.mkdir()
+    (folder / "sts_mini.epd").write_bytes(STS_LINES.encode())
+    (folder / "public.epd").write_bytes("\r\n".join(PUBLIC).encode())
+    (folder / "junk.epd").write_bytes(bytes(range(256)) * 4)
+    (folder / "gone.epd").symlink_to(tmp_path / "nowhere.epd")
+    model = MODELS[0]
+    result = dg.materialize(evaluation_assets, selection=[f"eval_suites_{model}"], instance=instance,
+                            resources=resources, run_config={"ops": {f"eval_suites_{model}": {"config": {
+                                "suites_dir": str(folder), "depths": [1]}}}})
+    assert result.success
+    meta = result.asset_materializations_for_node(f"eval_suites_{model}")[0].metadata
+    assert (meta["suites"].value, meta["suites_unreadable"].value, meta["positions_failed"].value) == (2, 2, 7)
+    assert "| public | 7 | illegal position (opposite check) |" in meta["failed_positions"].value
+    assert "| junk | " in meta["unreadable_suites"].value and "binary data" in meta["unreadable_suites"].value
+    with memory_connection(store) as con:
+        got = {(s, k): (v, n, d) for s, k, v, n, d in con.sql(
+            "SELECT suite, metric, value, n, detail FROM evaluation_results WHERE model = $m",
+            params={"m": model}).fetchall()}
+    assert got[("sts_mini", "points_1ply")][1:] == (2, "of 20")
+    assert got[("public", "solved_1ply")][1] == 3 and got[("public", "positions_failed")][:2] == (7, 13)
+    assert got[("junk", "unreadable")][:2] == (1, 0) and "no such file" in got[("gone", "unreadable")][2]

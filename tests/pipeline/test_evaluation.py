@@ -1,12 +1,17 @@
-"""Won endgames from the store and converting them, against direct engine calls."""
+"""Won endgames from the store and converting them, against direct engine calls; EPD suites
+through the evaluation's entry points, hostile files included."""
 
 import chess
 import chess.engine
+import pytest
 
 from pipeline.duck import memory_connection
-from pipeline.engine import EnginePool
-from pipeline.evaluation import EndgameConfig, find_won_endgames, run_endgames
+from pipeline.engine import EnginePool, Limit
+from pipeline.evaluation import (EndgameConfig, find_won_endgames, load_suites, problem_rows, run_endgames, run_suite,
+                                 suite_files)
 from pipeline.search import MaterialEvaluator
+from pipeline.suites import is_sts, read_epd, sts_points
+from tests.pipeline.test_suites import PUBLIC, STS_LINES
 from tests.stores import labelled_store
 
 # A rook-and-pawn ending White wins easily, a queen ending, and a level one.
@@ -50,3 +55,82 @@ def test_won_endgames_are_confirmed_and_played_out(tmp_path, stockfish):
     for g, p in zip(m.games, found):
         assert g.game.board().fen() == p.board.fen()  # each game starts from its endgame
         assert (g.white == m.a) == (p.board.turn == chess.WHITE)  # the player takes the winning side
+
+
+def _suite_rows(suites, depths=(1,), pool=None, limit=None):
+    rows = []
+    for s in suites:
+        rows += run_suite(MaterialEvaluator(), s.name, s.positions, depths, pool, limit, log=lambda _: None)[1]
+        rows += problem_rows(s)
+    return rows
+
+
+def test_bad_suite_files_fail_alone_and_bad_lines_are_counted(tmp_path):
+    """Before: one free-text c0 or one bad line failed the whole evaluation; an unreadable file
+    raised out of the suites loop."""
+    folder = tmp_path / "suites"
+    folder.mkdir()
+    (folder / "sts_mini.epd").write_bytes(STS_LINES.encode())
+    (folder / "public.EPD").write_bytes("\r\n".join(PUBLIC).encode())
+    (folder / "junk.epd").write_bytes(bytes(range(256)) * 4)  # binary
+    (folder / "latin1.epd").write_bytes('{} bm e4; id "Réti";\n'.format(
+        "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -").encode("latin-1"))
+    (folder / "utf16.epd").write_bytes("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - bm e4;\n".encode("utf-16"))
+    (folder / "gone.epd").symlink_to(tmp_path / "nowhere.epd")  # missing
+    (folder / "empty.epd").write_text("# nothing yet\n\n")
+    (folder / "nonsense.epd").write_text("hello\nworld\n")
+    (folder / "notes.txt").write_text("not a suite")
+    files = suite_files(folder)
+    assert [f.name for f in files] == ["empty.epd", "gone.epd", "junk.epd", "latin1.epd", "nonsense.epd",
+                                       "public.EPD", "sts_mini.epd", "utf16.epd"]
+    suites, unreadable = load_suites(files)
+    assert [s.name for s in suites] == ["public", "sts_mini"]
+    assert set(unreadable) == {"empty", "gone", "junk", "latin1", "nonsense", "utf16"}
+    assert "no such file" in unreadable["gone"]
+    assert "binary data" in unreadable["junk"]
+    assert "not UTF-8 text (byte 0xe9 on line 1)" in unreadable["latin1"]
+    assert "UTF-16" in unreadable["utf16"]
+    assert "no EPD positions" in unreadable["empty"]
+    assert "no readable EPD position in 2 lines (line 1: not an EPD position" in unreadable["nonsense"]
+    for name, why in unreadable.items():
+        assert why.startswith(str(folder / name)), why  # each message names its file
+    rows = _suite_rows(suites) + [r for u in unreadable.items() for r in problem_rows(unreadable=u)]
+    got = {(s, m): (v, n, d) for s, m, v, n, d in rows}
+    # The good suite is scored whatever happened to the others: hand-checked below.
+    sts = next(s for s in suites if s.name == "sts_mini")
+    assert is_sts(sts.positions) and got[("sts_mini", "points_1ply")][1:] == (2, "of 20")
+    # The collection: its 6 playable positions scored, its 7 bad lines counted and listed.
+    value, n, detail = got[("public", "positions_failed")]
+    assert (value, n) == (7, 13)
+    assert detail.startswith("line 7: illegal position (opposite check); line 8: not an EPD position (illegal san")
+    assert detail.endswith("; and 2 more")
+    assert got[("public", "solved_1ply")][1] == 3 and got[("public", "points_1ply")][1] == 2
+    for name in unreadable:
+        assert got[(name, "unreadable")][:2] == (1, 0)
+
+
+def test_the_real_suites_give_the_figures_they_gave_before(shared_data, stockfish):
+    """The traditional evaluation at 1-ply over the whole STS file and Kaufman's test: the figures
+    the code gave before c0 comments were told apart from STS points (and bad lines from good),
+    and STS points read from c0 (SAN) equal those from c8/c9 (UCI) on every position."""
+    epd = shared_data / "epd"
+    suites, unreadable = load_suites(suite_files(epd))
+    assert not unreadable and [(s.name, len(s.positions), len(s.failures)) for s in suites] == [
+        ("STS1-STS15_LAN_v3", 1500, 0), ("kaufman", 25, 0)]
+    for p in suites[0].positions:
+        assert sts_points(p.board, {"c0": p.ops["c0"]}) == p.points != {}, p.id
+    with EnginePool(stockfish, workers=1, clear_hash=True) as pool:
+        got = {(s, m): (v, n) for s, m, v, n, _ in _suite_rows(suites, (1,), pool, Limit("depth", 8))}
+    assert got[("STS1-STS15_LAN_v3", "points_1ply")] == (2879, 1500)
+    assert got[("STS1-STS15_LAN_v3", "solved_1ply")] == (205, 1500)
+    themes = {s.split("/", 1)[1]: v for (s, m), (v, n) in got.items() if "/" in s}
+    assert themes == {
+        "7th Rank": 87, "AKPC": 35, "AT": 153, "Advancement of a/b/c pawns": 43, "Bishop vs Knight": 787,
+        "Center Control": 31, "King Activity": 70, "Knight Outposts/Centralization/Repositioning": 60,
+        "Offer of Simplification": 29, "Open Files and Diagonals": 39, "Pawn Play in the Center": 54,
+        "Recapturing": 498, "Simplification": 926, "Square Vacancy": 33, "Undermine": 34}
+    assert got[("kaufman", "solved_1ply")] == (7, 25) and got[("kaufman", "best_moves_found_1ply")] == (6, 25)
+    # Stockfish 15.1 at depth 8, hash cleared per position, as before the change.
+    assert got[("kaufman", "avg_delta_cp_1ply")] == (pytest.approx(225.52), 25)
+    assert got[("kaufman", "median_delta_cp_1ply")] == (133, 25)
+    assert read_epd(epd / "kaufman.epd").positions[2].avoid_moves  # position 03: am Rd1
