@@ -6,7 +6,9 @@ not in pipeline/, because it drives Dagster and pipeline/ must not import it.
 """
 
 import argparse
+import contextvars
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -20,10 +22,37 @@ from tqdm import tqdm
 from pipeline import duck
 from pipeline.engine import find_stockfish
 from pipeline.selfplay import SelfPlayConfig, play_games
-from pipeline.store import ARCHIVE_SUFFIXES, Store, default_root, is_archive_name
+from pipeline.store import (ARCHIVE_SUFFIXES, ArchiveNameError, NoSpaceError, Store, default_root, is_archive_name,
+                            no_space_error, remove_stale_progress_files)
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+COMMAND_TAG = "chess-pipeline/command"
+ASSETS_TAG = "chess-pipeline/assets"
+_command = contextvars.ContextVar("chess_pipeline_command", default="python")
+"""The CLI command running (set by main), named in the tags of the runs it starts."""
+
+
+def run_tags(assets: list, selection: list[str] | None = None) -> dict[str, str]:
+    """Tags for a run the CLI starts: Dagster names every `materialize` run
+    `__ephemeral_asset_job__`, so the tags say which command started it and what it makes
+    (the partition is Dagster's own `dagster/partition` tag)."""
+    names = list(selection) if selection else sorted(k.to_user_string() for a in assets for k in a.keys)
+    text = ", ".join(names)
+    return {COMMAND_TAG: _command.get(), ASSETS_TAG: text if len(text) <= 250 else text[:246] + " ..."}
+DAGSTER_YAML = """telemetry:
+  enabled: false
+# Runs launched from the UI whose worker never starts (or never stops when cancelled) are
+# marked failed by the daemon that `chess-pipeline ui` runs. Runs whose process was killed
+# (kill -9, out of memory) stay STARTED under Dagster's own monitoring, which cannot check a
+# local process; chess-pipeline marks those failed when it next starts (assets/runs.py).
+run_monitoring:
+  enabled: true
+  start_timeout_seconds: 180
+  cancel_timeout_seconds: 180
+  poll_interval_seconds: 60
+"""
+OLD_DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+"""What earlier versions wrote: replaced by DAGSTER_YAML (a file a user changed is kept)."""
 
 
 def _store(args) -> Store:
@@ -38,15 +67,23 @@ def _instance(store: Store) -> dg.DagsterInstance:
         os.environ["DAGSTER_HOME"] = home
     Path(home).mkdir(parents=True, exist_ok=True)
     cfg = Path(home) / "dagster.yaml"
-    if not cfg.exists():
+    if not cfg.exists() or cfg.read_text() == OLD_DAGSTER_YAML:
         cfg.write_text(DAGSTER_YAML)
-    return dg.DagsterInstance.get()
+    instance = dg.DagsterInstance.get()
+    from assets.runs import fail_dead_runs
+
+    for run_id, pid in fail_dead_runs(instance):
+        print(f"chess-pipeline: run {run_id} was left STARTED by process {pid}, which is gone: marked failed",
+              file=sys.stderr)
+    remove_stale_progress_files(store)
+    return instance
 
 
-def _resources(store: Store, workers: int = 0) -> dict:
+def _resources(store: Store, workers: int = 0, **stockfish) -> dict:
+    """The run's resources; stockfish: further StockfishResource fields (timeout_s, retries)."""
     from assets.resources import StockfishResource, StoreResource
 
-    return {"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(workers=workers)}
+    return {"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(workers=workers, **stockfish)}
 
 
 def _expand(paths: list[str]) -> list[Path]:
@@ -61,8 +98,10 @@ def _expand(paths: list[str]) -> list[Path]:
     return out
 
 
-def ingest_keys(store: Store, instance: dg.DagsterInstance, keys: list[str], workers: int = 0) -> list[dict]:
-    """Materialise the archive tables of each partition key, one Dagster run per archive."""
+def ingest_keys(store: Store, instance: dg.DagsterInstance, keys: list[str], workers: int = 0,
+                on_done=None) -> list[dict]:
+    """Materialise the archive tables of each partition key, one Dagster run per archive.
+    on_done(summary) is called as each archive succeeds, so a later failure hides nothing."""
     from assets.ingest import archive_tables
     from assets.partitions import archives_partitions
 
@@ -76,7 +115,7 @@ def ingest_keys(store: Store, instance: dg.DagsterInstance, keys: list[str], wor
     for key in bar:
         bar.set_postfix_str(key[:40])
         run_config = {"ops": {"archive_tables": {"config": {"workers": workers}}}, **QUIET}
-        result = dg.materialize([archive_tables], partition_key=key, instance=instance,
+        result = dg.materialize([archive_tables], partition_key=key, instance=instance, tags=run_tags([archive_tables]),
                                 resources=_resources(store), run_config=run_config, raise_on_error=False)
         if not result.success:
             failures.append((key, failure_message(result)))
@@ -90,6 +129,13 @@ def ingest_keys(store: Store, instance: dg.DagsterInstance, keys: list[str], wor
             "positions": meta["positions"]["rows"], "plies_per_second": meta["games"]["plies_per_second"],
             "bytes_per_position": meta["positions"]["bytes_per_position"],
         })
+        if on_done is not None:
+            on_done(summaries[-1])
+        failures.extend((key, line) for line in failed_check_lines(result, errors_only=True))
+        errors = set(failed_check_lines(result, errors_only=True))
+        for line in failed_check_lines(result, errors_only=False):
+            if line not in errors:  # a WARN check: said, but the archive is ingested
+                print(f"chess-pipeline: note: archive {key}: {line}", file=sys.stderr)
     for key, msg in failures:
         print(f"chess-pipeline: archive {key} failed: {msg}", file=sys.stderr)
     if failures:
@@ -138,26 +184,71 @@ def materialize_with_bar(assets: list, selection: list[str] | None, store: Store
     progress.parent.mkdir(parents=True, exist_ok=True)
     with progress_bar(progress, desc, unit):
         result = dg.materialize(assets, selection=selection, instance=instance, resources=resources,
-                                run_config={**run_config, **QUIET}, tags={PROGRESS_TAG: str(progress)},
+                                run_config={**run_config, **QUIET},
+                                tags={**run_tags(assets, selection), PROGRESS_TAG: str(progress)},
                                 raise_on_error=False)
     if not result.success:
         raise SystemExit(f"chess-pipeline: {what} failed: {failure_message(result)}")
     return result
 
 
-def label_positions(store: Store, instance: dg.DagsterInstance, config: dict, workers: int = 0) -> dict:
-    """Materialise `labels` once with this LabelsConfig (as a dict); returns its metadata
-    and check results. Raises SystemExit with the reason when the run fails."""
+def label_positions(store: Store, instance: dg.DagsterInstance, config: dict, workers: int = 0, **stockfish) -> dict:
+    """Materialise `labels` once with this LabelsConfig (as a dict) and these StockfishResource
+    fields; returns its metadata, check results, and one line per check that did not pass
+    (check_errors: ERROR severity, check_warnings: the rest). Raises SystemExit with the
+    reason when the run fails."""
     from assets.labels import labels
 
     result = materialize_with_bar([labels], None, store, instance, {"ops": {"labels": {"config": config}}},
-                                  _resources(store, workers), "labels",
+                                  _resources(store, workers, **stockfish), "labels",
                                   "re-label" if config.get("relabel") else "label", "position", "labelling")
     mat = result.get_asset_materialization_events()[0].materialization
     out = {k: v.value for k, v in mat.metadata.items() if not isinstance(v.value, str) or len(v.value) < 200}
-    out["checks"] = {e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data.passed
-                     for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    out["checks"] = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    out["check_warnings"] = [line for line in failed_check_lines(result, errors_only=False)
+                             if line not in failed_check_lines(result, errors_only=True)]
+    out["check_errors"] = failed_check_lines(result, errors_only=True)
     return out
+
+
+CHECK_ADVICE = {
+    "coverage": lambda m: (
+        f"{m['unlabelled']:,} distinct position(s) have no {m['setting']} label yet (coverage {m['coverage']:.2%}): "
+        f"`chess-pipeline label` again goes on where this run stopped"),
+    "scores_in_range": lambda m: (
+        f"{m['out_of_range']:,} label(s) of {m['setting']} break the label contract (scores {m['min_score']} to "
+        f"{m['max_score']}): do not train on them; `chess-pipeline sql \"SELECT run_id, count(*) FROM labels "
+        f"WHERE abs(cp) >= 30000 OR (cp IS NULL) = (mate IS NULL) GROUP BY 1\"` names the runs that wrote them"),
+    "no_duplicate_labels": lambda m: (
+        f"{m['duplicates']:,} position(s) labelled twice under {m['setting']}: two runs labelled the same shard; "
+        f"the views use one label each, but report it (labels/.locks should prevent it)"),
+    "reconciles_with_file": lambda m: (
+        f"{m['games_in_unclosed_comments']:,} game(s) lost inside an unclosed {{ comment (python-chess loses them "
+        f"too; the games metadata's archive_warnings gives the line): close the comment and ingest the file again"
+        if m.get("games_in_unclosed_comments") and m["games"] + m["rejected"] == m["games_in_file (python-chess)"]
+        else f"the store holds {m['games']:,} games + {m['rejected']:,} rejected, python-chess counts "
+        f"{m['games_in_file (python-chess)']:,} games in the file: games were merged or split (odd line ends, a "
+        f"byte-order mark, broken tags?); check the file, and `chess-pipeline report reject_reasons`"),
+    "one_position_per_ply": lambda m: (
+        f"{m['positions']:,} positions written, {m['sum(ply_count + 1)']:,} expected: ingest the archive again"),
+}
+"""What a failed check means and what to do, from its metadata (one line each)."""
+
+
+def failed_check_lines(result, errors_only: bool) -> list[str]:
+    """One line per asset check of the run that did not pass (only those of ERROR severity
+    with errors_only): the check, the asset, what its metadata says and what to do."""
+    lines = []
+    for e in result.get_asset_check_evaluations():
+        if e.passed or (errors_only and e.severity != dg.AssetCheckSeverity.ERROR):
+            continue
+        meta = {k: v.value for k, v in e.metadata.items()}
+        try:
+            detail = CHECK_ADVICE[e.check_name](meta)
+        except (KeyError, TypeError, ValueError):
+            detail = ", ".join(f"{k} {v}" for k, v in meta.items()) or "see the check in the Dagster UI"
+        lines.append(f"check {e.check_name} of {e.asset_key.to_user_string()} did not pass: {detail}")
+    return lines
 
 
 def failure_message(result) -> str:
@@ -167,7 +258,13 @@ def failure_message(result) -> str:
             error = event.step_failure_data.error
             while error.cause is not None:
                 error = error.cause
-            return error.message.strip()
+            message = error.message.strip()
+            # "pipeline.archive.ArchiveError: <text>": our own errors' text is the message, their
+            # module path noise (a builtin's name, e.g. KeyError, stays: it says something).
+            head, sep, rest = message.partition(": ")
+            if sep and "." in head and error.cls_name and head.rsplit(".", 1)[-1] == error.cls_name:
+                return rest.strip()
+            return message
     return "run failed (see the Dagster UI for the run's logs)"
 
 
@@ -197,11 +294,21 @@ def cmd_ingest(args) -> None:
     instance = _instance(store)
     keys = []
     for path in _expand(args.paths):
-        keys.append(store.add_archive(path, copy=args.copy))
-    for s in ingest_keys(store, instance, keys, workers=args.workers):
-        print(f"{s['archive']}: {s['games']} games, {s['rejected']} rejected, {s['positions']} positions "
-              f"({s['plies_per_second']:,} plies/s, {s['bytes_per_position']} bytes/position)")
-    duck.create_views(store)
+        try:
+            key = store.add_archive(path, copy=args.copy)
+        except (ArchiveNameError, FileNotFoundError, NoSpaceError) as e:
+            raise SystemExit(f"chess-pipeline ingest: {e}")
+        if key not in keys:  # the same content twice is one archive
+            keys.append(key)
+
+    def done(s: dict) -> None:
+        tqdm.write(f"{s['archive']}: {s['games']} games, {s['rejected']} rejected, {s['positions']} positions "
+                   f"({s['plies_per_second']:,} plies/s, {s['bytes_per_position']} bytes/position)", file=sys.stdout)
+
+    try:
+        ingest_keys(store, instance, keys, workers=args.workers, on_done=done)
+    finally:
+        duck.create_views(store)  # the archives that succeeded show up even when one failed
 
 
 def cmd_demo(args) -> None:
@@ -218,8 +325,11 @@ def cmd_demo(args) -> None:
     ingest_keys(store, instance, keys, workers=args.workers)
     from assets.ingest import duckdb_views
 
-    dg.materialize([duckdb_views], instance=instance, resources=_resources(store), run_config=QUIET)
-    _print_label_summary(label_positions(store, instance, {}, workers=args.workers))
+    dg.materialize([duckdb_views], instance=instance, resources=_resources(store), run_config=QUIET,
+                   tags=run_tags([duckdb_views]))
+    summary = label_positions(store, instance, {}, workers=args.workers)
+    _print_label_summary(summary)
+    _exit_on_check_errors(summary, "demo")
     # The sample is small: a fifth of its games each for val and test, so neither is empty.
     cmd_datasets(argparse.Namespace(home=str(store.root), names=[], seed=None, val_fraction=0.2, test_fraction=0.2))
     cmd_train(argparse.Namespace(home=str(store.root), models=[], profile="quick", epochs=0, device="auto"))
@@ -236,9 +346,8 @@ def _print_label_summary(m: dict) -> None:
           f"in {m['seconds']:,}s ({m['positions_per_second']:,} positions/s on {m['engines']} engine(s)); "
           f"coverage {m['coverage']:.2%} of {m['distinct_positions']:,} distinct positions "
           f"({m['positions']:,} positions, {m['repeat_share']:.1%} repeats)")
-    failed = [k for k, ok in m["checks"].items() if not ok]
-    if failed:
-        print(f"checks not passed: {', '.join(failed)}")
+    for line in m.get("check_warnings", []):
+        print(f"note: {line}")
 
 
 def cmd_label(args) -> None:
@@ -252,29 +361,89 @@ def cmd_label(args) -> None:
         limit, value = "depth", args.depth
     config = {"limit": limit, "value": value, "max_positions": args.limit, "max_minutes": args.minutes,
               "relabel": args.relabel, "order": args.order, "retry_failed": args.retry_failed}
-    _print_label_summary(label_positions(store, instance, config, workers=args.workers))
+    engine = {"timeout_s": args.timeout, **({"retries": args.retries} if args.retries is not None else {}),
+              **({"clear_hash": False} if args.keep_hash else {})}
+    summary = label_positions(store, instance, config, workers=args.workers, **engine)
+    _print_label_summary(summary)
     duck.create_views(store)
+    _exit_on_check_errors(summary, "label")
 
 
-def _materialize_all(assets: list, names: list[str], config: dict, store: Store, instance: dg.DagsterInstance,
-                     what: str):
-    """One Dagster run materialising the named assets, each with the same config."""
-    run_config = {"ops": {n: {"config": config} for n in names}, **QUIET}
+def _exit_on_check_errors(summary: dict, command: str) -> None:
+    """A check of ERROR severity that did not pass fails the command: one line per check."""
+    errors = summary.get("check_errors", [])
+    if errors:
+        raise SystemExit("\n".join(f"chess-pipeline {command}: {line}" for line in errors))
+
+
+def _materialize_all(assets: list, configs: dict[str, dict], store: Store, instance: dg.DagsterInstance, what: str):
+    """One Dagster run materialising the assets named in configs, each with its config."""
+    names = list(configs)
+    run_config = {"ops": {n: {"config": c} for n, c in configs.items()}, **QUIET}
     result = dg.materialize(assets, selection=names, instance=instance, resources=_resources(store),
-                            run_config=run_config, raise_on_error=False)
+                            run_config=run_config, raise_on_error=False, tags=run_tags(assets, names))
     if not result.success:
         raise SystemExit(f"chess-pipeline: {what} failed: {failure_message(result)}")
     return result
 
 
+def _label_setting(args) -> dict:
+    """The dataset config's label fields the --label-* flags set ({} when none is given)."""
+    from pipeline.engine import LIMIT_KINDS, Limit
+
+    setting = {}
+    for kind in LIMIT_KINDS:
+        given = getattr(args, f"label_{kind}", None)
+        if given is not None and given is not False:
+            try:
+                limit = Limit(kind, 0 if given is True else given)
+            except ValueError as e:
+                raise SystemExit(f"chess-pipeline datasets: --label-{kind}: {e}")
+            setting = {"label_kind": limit.kind, "label_value": limit.value}
+    if getattr(args, "label_engine", None) is not None:
+        setting["label_engine"] = args.label_engine
+    return setting
+
+
+def _add_label_flags(parser: argparse.ArgumentParser) -> None:
+    """--label-depth N / --label-nodes N / --label-static and --label-engine NAME: the label fields
+    of the datasets' run config (LabelSettingConfig), their help and defaults taken from it."""
+    from assets.config import describe
+    from assets.datasets import LabelSettingConfig
+    from pipeline.datasets import DATASETS, setting_text
+    from pipeline.engine import LIMIT_KINDS
+
+    fields = LabelSettingConfig.model_fields
+    kind, value, engine = (fields[f].default for f in ("label_kind", "label_value", "label_engine"))
+    takers = ", ".join(n for n, spec in DATASETS.items() if "label_kind" in spec.defaults)
+    g = parser.add_argument_group(
+        "label setting", f"{describe(LabelSettingConfig, 'label_kind')} Default: {setting_text(kind, value)}. "
+                         f"For the datasets built from labels: {takers}.".replace("%", "%%"))
+    one = g.add_mutually_exclusive_group()
+    for k in LIMIT_KINDS:
+        if k == "static":
+            one.add_argument("--label-static", action="store_true", help="the labels of `label --static`")
+        else:
+            one.add_argument(f"--label-{k}", type=int, metavar="N", help=f"the labels of `label --{k} N`")
+    g.add_argument("--label-engine", metavar="NAME",
+                   help=describe(LabelSettingConfig, "label_engine").replace("%", "%%")
+                   + (f" Default: {engine!r}." if engine else ""))
+
+
 def cmd_datasets(args) -> None:
-    from assets.datasets import dataset_assets
+    from assets.datasets import coverage_text, dataset_assets
     from pipeline.datasets import DATASETS, SPLITS
 
     names = args.names or list(DATASETS)
     unknown = [n for n in names if n not in DATASETS]
     if unknown:
         raise SystemExit(f"chess-pipeline datasets: no dataset {', '.join(unknown)}; known: {', '.join(DATASETS)}")
+    label = _label_setting(args)
+    takers = [n for n in names if "label_kind" in DATASETS[n].defaults]
+    if label and not takers:
+        raise SystemExit(f"chess-pipeline datasets: {', '.join(names)} {'takes' if len(names) == 1 else 'take'} no "
+                         f"label setting (built from the games alone); the --label-* flags are for "
+                         f"{', '.join(n for n, d in DATASETS.items() if 'label_kind' in d.defaults)}")
     store = _store(args)
     instance = _instance(store)
     config = {"seed": args.seed} if args.seed is not None else {}
@@ -286,34 +455,52 @@ def cmd_datasets(args) -> None:
         config["split_by"] = args.split_by
     if getattr(args, "no_leakage_guard", False):
         config["leakage_guard"] = False
-    result = _materialize_all(dataset_assets, names, config, store, instance, "datasets")
+    configs = {n: {**config, **(label if n in takers else {})} for n in names}
+    result = _materialize_all(dataset_assets, configs, store, instance, "datasets")
     checks = {}
     for e in result.get_asset_check_evaluations():
         checks.setdefault(e.asset_key.to_user_string(), []).append((e.check_name, e.passed))
+    empty = []
     for mat in result.get_asset_materialization_events():
         m = {k: v.value for k, v in mat.materialization.metadata.items()}
         name = mat.materialization.asset_key.to_user_string()
+        if not m["rows"]:
+            empty.append(name)
+            print(f"chess-pipeline datasets: {name} has no rows: {m.get('empty_reason', 'see its checks in the UI')}",
+                  file=sys.stderr)
+            continue
         rows = ", ".join(f"{s} {m[f'rows_{s}']:,}" for s in SPLITS)
         removed = ", ".join(f"{s} {m[f'removed_by_guard_{s}']:,}" for s in SPLITS)
         failed = [c for c, ok in checks.get(name, []) if not ok]
-        print(f"{name}: {rows} (leakage guard removed {removed}); label coverage {m['label_coverage']:.2%}"
+        print(f"{name}: {rows} (leakage guard removed {removed}); label coverage "
+              f"{coverage_text(m['label_coverage'], m['candidates'])}"
               + (f"; checks not passed: {', '.join(failed)}" if failed else ""))
     duck.create_views(store)
+    if len(empty) == len(names):  # nothing useful built
+        raise SystemExit(1)
 
 
 def cmd_train(args) -> None:
     from assets.training import MODELS, model_assets
+    from pipeline.datasets import dataset_problem
 
     names = args.models or ["mlp_bitmap_3class"]
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         raise SystemExit(f"chess-pipeline train: no model {', '.join(unknown)}; known: {', '.join(MODELS)}")
     store = _store(args)
+    by_dataset: dict[str, list[str]] = {}
+    for n in names:
+        by_dataset.setdefault(MODELS[n].dataset, []).append(n)
+    problems = [f"chess-pipeline train: {', '.join(models)} cannot train: {problem}"
+                for dataset, models in by_dataset.items() if (problem := dataset_problem(store, dataset))]
+    if problems:  # before Dagster and torch start: one line each, what is missing and the fix
+        raise SystemExit("\n".join(problems))
     instance = _instance(store)
     config = {"profile": args.profile, "device": args.device}
     if args.epochs:
         config["epochs"] = args.epochs
-    result = _materialize_all(model_assets, names, config, store, instance, "training")
+    result = _materialize_all(model_assets, {n: config for n in names}, store, instance, "training")
     for mat in result.get_asset_materialization_events():
         m = {k: v.value for k, v in mat.materialization.metadata.items()}
         name = mat.materialization.asset_key.to_user_string()
@@ -324,7 +511,8 @@ def cmd_train(args) -> None:
               f"published: {m['published']}")
     from assets.training import model_results
 
-    dg.materialize([model_results], instance=instance, resources=_resources(store), run_config=QUIET)
+    dg.materialize([model_results], instance=instance, resources=_resources(store), run_config=QUIET,
+                   tags=run_tags([model_results]))
     print(f"results table: {store.root / 'reports' / 'model_results.md'}")
     duck.create_views(store)
 
@@ -382,11 +570,9 @@ def cmd_evaluate(args) -> None:
 
 def cmd_sql(args) -> None:
     store = _store(args)
-    try:
-        table = duck.query(store, args.query)
-    except Exception as e:  # duckdb's errors carry the position in the query
-        raise SystemExit(f"chess-pipeline sql: {e}")
-    _print_table(table, args.format)
+    # Read-only (duck.read_statement), on the store's own DuckDB file, rebuilt first when it was
+    # built for another place (a copied or moved store): see duck.read_only_connection.
+    _print_table(duck.query(store, args.query), args.format)
 
 
 def cmd_report(args) -> None:
@@ -399,18 +585,53 @@ def cmd_report(args) -> None:
 
 
 def cmd_ui(args) -> None:
+    """`dagster dev` through this interpreter (`python -m dagster`), so it runs without the venv on
+    PATH, loading the module `assets.definitions` from where this CLI imported it (no
+    workspace.yaml to find: that file is for running `dagster dev` by hand)."""
+    import assets
+
     store = _store(args)
     _instance(store)
-    workspace = Path(__file__).resolve().parent.parent / "workspace.yaml"
+    code_dir = str(Path(assets.__file__).resolve().parent.parent)
     env = {**os.environ, "CHESS_PIPELINE_HOME": str(store.root)}
-    cmd = ["dagster", "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(args.port)]
+    cmd = [sys.executable, "-m", "dagster", "dev", "-m", "assets.definitions", "-d", code_dir,
+           "-h", "127.0.0.1", "-p", str(args.port)]
     print(" ".join(cmd), file=sys.stderr)
-    raise SystemExit(subprocess.call(cmd, env=env, cwd=workspace.parent))
+    proc = subprocess.Popen(cmd, env=env, cwd=store.root)
+    try:
+        code = proc.wait()
+    except KeyboardInterrupt:  # Ctrl-C reaches dagster dev too: let it shut down its processes
+        code = proc.wait()
+    raise SystemExit(code)
+
+
+def _seconds(text: str) -> float:
+    """argparse type of --timeout: seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (0 or more)")
+    return value
+
+
+def _count(text: str) -> int:
+    """argparse type of --retries: a whole number, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (0 or more)")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="chess-pipeline", description="PGN archives -> position store -> evaluators")
     p.add_argument("--home", help="store root (default: $CHESS_PIPELINE_HOME, else ./store)")
+    p.add_argument("--debug", action="store_true",
+                   help="show the Python traceback of an error (also: CHESS_PIPELINE_DEBUG=1)")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("ingest", help="add archives (files or folders) and ingest them through Dagster")
@@ -437,6 +658,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--order", choices=("first_seen", "oldest", "most_used"), default="first_seen",
                    help="which positions first when re-labelling under a bound")
     s.add_argument("--retry-failed", action="store_true", help="try positions recorded as failed again")
+    s.add_argument("--timeout", type=_seconds, default=0.0, metavar="SECONDS",
+                   help="stop a search after this long, restart a hung engine (default 0: measured, 20x the "
+                        "limit's slowest calibration search, at least 2 s)")
+    s.add_argument("--retries", type=_count, default=None, metavar="N",
+                   help="further tries of a position whose engine hung or crashed before it goes to "
+                        "label_failures (default 2)")
+    s.add_argument("--keep-hash", action="store_true",
+                   help="the faster hash-kept setting: labels depend on what the engine searched before, "
+                        "stored apart as <engine>_<limit>_hash-kept (default: reproducible labels)")
     s.set_defaults(func=cmd_label)
 
     s = sub.add_parser("datasets", help="materialise training sets (sql/datasets/) with train/val/test splits")
@@ -448,6 +678,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="game (default), or position: rows split one by one, as the thesis did (for comparison)")
     s.add_argument("--no-leakage-guard", action="store_true",
                    help="keep test and val positions in train (for comparison with the published splits)")
+    _add_label_flags(s)
     s.set_defaults(func=cmd_datasets)
 
     s = sub.add_parser("train", help="train value networks from the datasets (default: the 3-class MLP)")
@@ -486,9 +717,73 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+BAD_INPUT = (ValueError, LookupError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
+             PermissionError)
+"""Errors that mean a wrong argument, path or query: their message is what the user needs."""
+
+
+def one_line(text: str) -> str:
+    """An error message as one line: its lines joined, up to DuckDB's `LINE 1: ...` excerpt."""
+    lines = []
+    for line in text.splitlines():
+        if line.strip().startswith("LINE ") and lines:
+            break
+        if line.strip():
+            lines.append(line.strip())
+    return " ".join(lines)
+
+
+def error_line(e: BaseException, args) -> str:
+    """What went wrong, in one line, for an exception no command turned into a message."""
+    import duckdb
+
+    from pipeline.engine import EngineNotFound
+
+    full = no_space_error(e, [Path(os.environ.get("DAGSTER_HOME") or "."), Path(args.home or default_root())])
+    if full is not None:
+        return full
+    while isinstance(e, dg.DagsterUserCodeExecutionError) and e.user_exception is not None:
+        e = e.user_exception  # the error of our code inside a run, not Dagster's wrapper
+    if isinstance(e, OSError) and e.filename and e.strerror:
+        return f"{e.filename}: {e.strerror}"
+    if isinstance(e, (*BAD_INPUT, EngineNotFound, duckdb.Error, OSError)):
+        return one_line(str(e)) or type(e).__name__
+    return (f"{type(e).__name__}: {one_line(str(e))} (unexpected; run again with --debug, or "
+            "CHESS_PIPELINE_DEBUG=1, for the traceback)")
+
+
+class _NoTracebackLogger(logging.Logger):
+    """Dagster's console logger is built from logging.getLoggerClass(); with this class its
+    failure records keep their first line only, not the stack trace Dagster appends: the CLI
+    prints the cause itself, in one line (the run's page in the UI keeps the whole trace)."""
+
+    def handle(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.ERROR:
+            text = record.getMessage()
+            if "Stack Trace:" in text or "Traceback (most recent call last)" in text:
+                record.msg, record.args = text.split("\n", 1)[0], ()
+        super().handle(record)
+
+
 def main(argv: list[str] | None = None) -> None:
+    """The CLI. Every error ends in one line on stderr (what is wrong; the message says what to
+    do) and a non-zero exit: 1, or 130 when interrupted; --debug shows the traceback instead."""
     args = build_parser().parse_args(argv)
-    args.func(args)
+    debug = args.debug or os.environ.get("CHESS_PIPELINE_DEBUG", "") not in ("", "0")
+    _command.set(args.command)
+    if not debug:
+        logging.setLoggerClass(_NoTracebackLogger)
+    try:
+        args.func(args)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"chess-pipeline {args.command}: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+    except Exception as e:
+        if debug:
+            raise
+        raise SystemExit(f"chess-pipeline {args.command}: {error_line(e, args)}") from None
 
 
 if __name__ == "__main__":

@@ -3,6 +3,13 @@
 import csv
 import io
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -93,6 +100,11 @@ def test_label_limit_bounds_a_run_and_the_next_run_finishes(home, capsys, tmp_pa
     main(["--home", str(home), "sql", "SELECT limit_value, count(*) AS n FROM labels GROUP BY 1 ORDER BY 1",
           "--format", "json"])
     assert json.loads(capsys.readouterr().out) == [{"limit_value": 8, "n": 13}, {"limit_value": 9, "n": 3}]
+    # --keep-hash is a setting of its own: all 13 positions again, in their own folder.
+    main(["--home", str(home), "label", "--keep-hash", "--workers", "1"])
+    assert "13 labelled" in capsys.readouterr().out
+    assert {p.name for p in (home / "labels").iterdir() if p.name.startswith("stockfish")} == {
+        "stockfish-15.1_depth-8", "stockfish-15.1_depth-9", "stockfish-15.1_depth-8_hash-kept"}
 
 
 def test_evaluate_names_what_is_missing(home):
@@ -102,3 +114,459 @@ def test_evaluate_names_what_is_missing(home):
         main(["--home", str(home), "evaluate", "mlp_bitmap_3class"])
     with pytest.raises(SystemExit, match="not trained yet: any model"):
         main(["--home", str(home), "evaluate"])
+
+
+# ---- reading the right store, and only reading it (issue 13, items 7 and 8) ----------------
+
+def _pgn(path, n: int, first: int = 0):
+    """n distinct short games (openings from a fixed list, so contents differ by `first`)."""
+    moves = ["e4 e5", "d4 d5", "c4 c5", "Nf3 Nf6", "g3 g6", "b3 b6", "f4 f5", "Nc3 Nc6", "a3 a6", "h3 h6"]
+    path.write_text("".join(f'[Event "g{i}"]\n[Result "*"]\n\n1. {moves[i]} *\n\n' for i in range(first, first + n)))
+    return path
+
+
+def _tree_digest(root) -> dict:
+    """Every file, link and folder under root: content hash, link target or 'dir'."""
+    import hashlib
+
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        if p.is_symlink():
+            out[rel] = "-> " + str(p.readlink())
+        elif p.is_dir():
+            out[rel] = "dir"
+        else:
+            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _json_rows(capsys, *argv):
+    main([*argv, "--format", "json"])
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_copied_store_queried_through_the_cli_sees_its_own_rows(home, capsys, tmp_path):
+    import shutil
+
+    main(["--home", str(home), "ingest", str(_pgn(tmp_path / "a.pgn", 3))])
+    shutil.copytree(home, tmp_path / "snapshot", symlinks=True)  # as `cp -a store snapshot`
+    main(["--home", str(home), "ingest", str(_pgn(tmp_path / "b.pgn", 4, first=3))])  # the original changes
+    capsys.readouterr()
+    snapshot = str(tmp_path / "snapshot")
+    assert _json_rows(capsys, "--home", snapshot, "sql", "SELECT count(*) AS n FROM games") == [{"n": 3}]
+    assert _json_rows(capsys, "--home", str(home), "sql", "SELECT count(*) AS n FROM games") == [{"n": 7}]
+    # ... and the copy's own DuckDB file now reads the copy, as `duckdb -readonly` would open it.
+    with duckdb.connect(str(tmp_path / "snapshot" / "chess.duckdb"), read_only=True) as con:
+        assert con.sql("SELECT count(*) FROM games").fetchall() == [(3,)]
+
+
+WRITES = [
+    "COPY (SELECT * FROM games LIMIT 1) TO '{part}/data.parquet' (FORMAT parquet)",
+    "copy games to '{store}/games.csv'",
+    "  /* a comment */ COPY games TO '{store}/x.parquet'",
+    "COPY games FROM '{store}/games.csv'",
+    "EXPORT DATABASE '{store}/export'",
+    "IMPORT DATABASE '{store}/export'",
+    "ATTACH '{store}/other.duckdb' AS other",
+    "DETACH other",
+    "COPY FROM DATABASE memory TO other",
+    "INSTALL httpfs",
+    "LOAD httpfs",
+    "CREATE TABLE t AS SELECT 1",
+    "CREATE OR REPLACE VIEW games AS SELECT 1",
+    "CREATE MACRO m() AS 1",
+    "CREATE TEMP TABLE t AS SELECT 1",
+    "INSERT INTO games SELECT * FROM games",
+    "DELETE FROM games",
+    "UPDATE games SET white = 'x'",
+    "TRUNCATE games",
+    "DROP VIEW games",
+    "ALTER VIEW games RENAME TO g",
+    "SET threads = 1",
+    "RESET threads",
+    "SET VARIABLE x = 1",
+    "USE memory",
+    "CALL checkpoint()",
+    "CHECKPOINT",
+    "VACUUM",
+    "PREPARE p AS SELECT 1",
+    "BEGIN",
+    "PIVOT (WITH d AS (DELETE FROM games RETURNING *) SELECT * FROM d) ON result",
+    "SELECT 1; COPY games TO '{store}/y.csv'",
+    "SELECT count(*) FROM games; DROP VIEW games",
+    "EXPLAIN ANALYZE COPY games TO '{store}/e.csv'",
+    "EXPLAIN (ANALYZE) COPY games TO '{store}/e2.csv'",
+    "PRAGMA enable_profiling",
+    "PRAGMA profiling_output = '{store}/profile.json'",
+    "SELECT * FROM enable_logging(storage = 'file', storage_path = '{store}/logs')",
+    "WITH d AS (DELETE FROM games RETURNING *) SELECT count(*) FROM d",
+    "SELECT * FROM query('COPY games TO ''{store}/q.csv''')",
+]
+
+
+def test_sql_refuses_every_write_and_the_store_stays_byte_identical(home, capsys, tmp_path):
+    main(["--home", str(home), "ingest", str(_pgn(tmp_path / "a.pgn", 3))])
+    [part] = (home / "games").glob("archive=*")
+    before = _tree_digest(home)
+    for statement in WRITES:
+        sql = statement.format(store=home, part=part)
+        with pytest.raises(SystemExit) as refused:
+            main(["--home", str(home), "sql", sql])
+        message = str(refused.value)
+        assert message.startswith("chess-pipeline sql: ") and "\n" not in message, sql
+        assert "refused" in message or "statements given" in message, (sql, message)
+    capsys.readouterr()
+    assert _json_rows(capsys, "--home", str(home), "sql", "SELECT count(*) AS n FROM games") == [{"n": 3}]
+    main(["--home", str(home), "report", "reject_reasons"])
+    assert _tree_digest(home) == before
+
+
+README_QUERIES = [
+    "SELECT source, count(*) AS games, avg(ply_count) AS plies FROM games GROUP BY source",
+    "SELECT * FROM archive_summary",
+    "SELECT (white_elo + black_elo) // 400 * 200 AS band, outcome, count(*) FROM games WHERE white_elo IS NOT NULL "
+    "GROUP BY ALL ORDER BY ALL",
+    "SELECT position_key, count(DISTINCT game_id) AS games FROM positions WHERE ply >= 10 GROUP BY 1 ORDER BY 2 DESC "
+    "LIMIT 10",
+    "SELECT archive, white, black, result, result_movetext, result_board FROM games WHERE result_mismatch",
+    "SELECT ply, round(avg(score) FILTER (WHERE mate IS NULL)) AS mean_cp, count(*) AS positions FROM "
+    "labelled_positions WHERE result = '1-0' AND ply <= 60 GROUP BY ply ORDER BY ply",
+    "SELECT fen, best_move, move_uci, count(*) AS times FROM labelled_positions WHERE move_uci <> best_move "
+    "AND abs(score) < 300 GROUP BY ALL ORDER BY times DESC LIMIT 10",
+    "SELECT fen(planes, side_to_move, castling, ep_square, 0, 1), material(planes) FROM positions LIMIT 5",
+    "SELECT dataset, split, target, count(*) FROM datasets GROUP BY ALL ORDER BY ALL",
+    "WITH g AS (SELECT * FROM games) SELECT count(*) AS n FROM g",
+    "FROM games SELECT count(*)",
+    "DESCRIBE games",
+    "SHOW TABLES",
+    "SUMMARIZE games",
+    "EXPLAIN SELECT count(*) FROM positions",
+    "EXPLAIN ANALYZE SELECT count(*) FROM positions",
+    "PRAGMA table_info('games')",
+    "VALUES (1, 'a')",
+    "PIVOT games ON result USING count(*)",
+]
+
+
+def test_sql_still_reads_what_the_readme_shows_and_reports_run(home, capsys, tmp_path):
+    from importlib import resources
+
+    main(["--home", str(home), "ingest", str(_pgn(tmp_path / "a.pgn", 3))])
+    capsys.readouterr()
+    for sql in README_QUERIES:
+        main(["--home", str(home), "sql", sql, "--format", "json"])
+        json.loads(capsys.readouterr().out)
+    assert _json_rows(capsys, "--home", str(home), "sql", "SELECT sum(games)::INTEGER AS n FROM archive_summary") == [{"n": 3}]
+    reports = [p.name.removesuffix(".sql") for p in resources.files("sql").joinpath("reports").iterdir()
+               if p.name.endswith(".sql")]
+    assert len(reports) >= 4
+    for name in reports:
+        main(["--home", str(home), "report", name, "--format", "json"])
+        json.loads(capsys.readouterr().out)
+
+
+# ---- runs say what started them (issue 12, item 11) -----------------------------------------
+
+def test_cli_runs_carry_the_command_and_assets_as_tags(home, capsys, tmp_path):
+    import dagster as dg
+
+    main(["--home", str(home), "ingest", str(_pgn(tmp_path / "a.pgn", 2))])
+    with dg.DagsterInstance.get() as instance:
+        runs = instance.get_runs()
+        assert len(runs) == 1
+        tags = runs[0].tags
+    assert tags["chess-pipeline/command"] == "ingest"
+    assert set(tags["chess-pipeline/assets"].split(", ")) == {"games", "positions", "rejected_games"}
+    assert tags["dagster/partition"] == "a.pgn"
+
+
+# ---- one line for every error, the traceback on request (issue 12, item 4) -------------------
+
+CLI = Path(sys.executable).parent / "chess-pipeline"
+
+
+def _cli(tmp_path, *argv, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The installed console script, as a user runs it."""
+    base = {k: v for k, v in os.environ.items() if k not in ("CHESS_PIPELINE_HOME", "CHESS_PIPELINE_DEBUG")}
+    base["DAGSTER_HOME"] = str(tmp_path / "dagster")
+    return subprocess.run([str(CLI), *argv], env={**base, **(env or {})}, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_errors_end_in_one_line_and_debug_shows_the_traceback(tmp_path):
+    home = tmp_path / "store"
+    (tmp_path / "notes.txt").write_text("not chess\n")
+    (tmp_path / "afile").write_text("x")
+    cases = [
+        (["ingest", str(tmp_path / "notes.txt")], "not an archive name"),
+        (["ingest", str(tmp_path / "missing.pgn")], "missing.pgn"),
+        (["sql", "SELECT * FROM no_such_table"], "no_such_table"),
+        (["sql", "SELECT FROM WHERE"], "syntax error"),
+        (["sql", "COPY games TO 'x.csv'"], "refused"),
+        (["report", "no_such_report"], "no report"),
+        (["evaluate", "nosuch"], "no model nosuch"),
+    ]
+    for argv, expect in cases:
+        r = _cli(tmp_path, "--home", str(home), *argv)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode != 0 and "Traceback" not in r.stderr, (argv, r.stderr)
+        assert len(lines) == 1 and lines[0].startswith("chess-pipeline") and expect in lines[0].lower(), (argv, r.stderr)
+    # A failure inside a Dagster run: Dagster's own log lines keep no stack trace, the cause ends it.
+    r = _cli(tmp_path, "--home", str(home), "label", "--depth", "-3")
+    assert r.returncode != 0 and "Traceback" not in r.stderr and "Stack Trace" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("chess-pipeline") and "-3" in r.stderr, r.stderr
+    r = _cli(tmp_path, "--home", str(tmp_path / "afile"), "sql", "SELECT 1")  # the store is a file
+    assert r.returncode != 0 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    for argv, env in ((["--debug"], None), ([], {"CHESS_PIPELINE_DEBUG": "1"})):
+        r = _cli(tmp_path, *argv, "--home", str(home), "sql", "SELECT * FROM no_such_table", env=env)
+        assert r.returncode != 0 and "Traceback" in r.stderr and "no_such_table" in r.stderr
+
+
+# ---- `chess-pipeline ui` without the venv on PATH (issue 12, item 1) ----------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pids_with_env(marker: str) -> list[int]:
+    """Processes whose environment holds marker (this test's own DAGSTER_HOME)."""
+    pids = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker.encode() in environ.read_bytes():
+                pids.append(int(environ.parent.name))
+        except OSError:
+            continue
+    return [p for p in pids if p != os.getpid()]
+
+
+@pytest.mark.slow
+def test_ui_starts_through_the_running_interpreter_without_the_venv_on_path(tmp_path):
+    import urllib.request
+
+    port = _free_port()
+    dagster_home = tmp_path / "dagster-ui-test"
+    env = {"PATH": "/usr/bin:/bin", "DAGSTER_HOME": str(dagster_home), "HOME": str(tmp_path)}
+    log = (tmp_path / "ui.log").open("w")
+    proc = subprocess.Popen([str(CLI), "--home", str(tmp_path / "store"), "ui", "--port", str(port)], env=env,
+                            cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        answered = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as r:
+                    answered = json.loads(r.read())
+                    break
+            except OSError:
+                time.sleep(2)
+        assert answered is not None, (tmp_path / "ui.log").read_text()[-3000:]
+        assert "dagster_webserver_version" in answered
+    finally:
+        for pid in [proc.pid, *_pids_with_env(str(dagster_home))]:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        deadline = time.monotonic() + 30  # dagster dev stops its webserver, daemon and code server
+        while _pids_with_env(str(dagster_home)) and time.monotonic() < deadline:
+            time.sleep(1)
+        for pid in _pids_with_env(str(dagster_home)):  # whatever is left of this test's dagster dev
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        log.close()
+    time.sleep(1)
+    assert not _pids_with_env(str(dagster_home))
+
+
+TWO_GAMES = ('[Event "x"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bb5 a6 4. Ba4 Nf6 *\n\n'
+             '[Event "y"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bc4 Bc5 4. c3 Nf6 *\n')
+TWO_GAMES_DISTINCT = 13  # 18 position rows, the first five shared
+
+
+def _two_game_store(home, tmp_path, capsys):
+    pgn = tmp_path / "two.pgn"
+    pgn.write_text(TWO_GAMES)
+    main(["--home", str(home), "ingest", str(pgn)])
+    capsys.readouterr()
+
+
+def _run_log(instance, run) -> list[str]:
+    return [e.user_message for e in instance.all_logs(run.run_id) if e.user_message]
+
+
+def test_label_limit_progress_counts_the_positions_asked_for(home, capsys, tmp_path, stockfish):
+    """`label --limit 5` with 13 pending: the bar and the run's log say "of 5", not "of 13"."""
+    import dagster as dg
+
+    _two_game_store(home, tmp_path, capsys)
+    main(["--home", str(home), "label", "--limit", "5", "--workers", "1"])
+    assert "5 labelled" in capsys.readouterr().out
+    with dg.DagsterInstance.get() as instance:
+        run = instance.get_runs(limit=1)[0]
+        totals = [m for m in _run_log(instance, run) if " positions done (" in m or " positions labelled, " in m]
+    assert totals and totals[-1].startswith("5 of 5 positions done"), totals
+
+
+HANGING_ENGINE = """#!{python}
+# Stockfish, except that the position {board} hangs it: its commands and everything after
+# them (`stop` and `quit` included) are swallowed, and it never prints `bestmove`.
+import subprocess, sys, threading
+child = subprocess.Popen([{stockfish!r}], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+def pump():
+    for line in iter(child.stdout.readline, b""):
+        sys.stdout.buffer.write(line)
+        sys.stdout.buffer.flush()
+threading.Thread(target=pump, daemon=True).start()
+hung = False
+for line in sys.stdin.buffer:
+    hung = hung or line.startswith(b"position fen {board} ")
+    if not hung:
+        child.stdin.write(line)
+        child.stdin.flush()
+child.stdin.close()
+child.wait()
+"""
+
+
+def test_a_hung_position_costs_seconds_and_is_recorded(home, capsys, tmp_path, stockfish, monkeypatch):
+    """An engine that hangs on one position (ignores `stop`): the measured timeout gives it up in
+    seconds (60 s x 3 tries before), the position goes to label_failures, the rest is labelled;
+    --timeout and --retries set both."""
+    import sys
+    import time
+
+    board = "rnbqkbnr/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/RNBQKBNR w"  # after 1. e4 e5, in both games
+    wrapper = tmp_path / "hanging-stockfish"
+    wrapper.write_text(HANGING_ENGINE.format(python=sys.executable, stockfish=stockfish, board=board))
+    wrapper.chmod(0o755)
+    _two_game_store(home, tmp_path, capsys)
+    monkeypatch.setenv("STOCKFISH_PATH", str(wrapper))
+    start = time.monotonic()
+    main(["--home", str(home), "label", "--workers", "1"])
+    took = time.monotonic() - start
+    out = capsys.readouterr().out
+    assert f"{TWO_GAMES_DISTINCT - 1} labelled, 1 failed" in out
+    assert took < 60, f"one hung position took {took:.0f}s"
+    query = "SELECT fen, reason, attempts FROM label_failures ORDER BY failed_at"
+    main(["--home", str(home), "sql", query, "--format", "json"])
+    (failure,) = json.loads(capsys.readouterr().out)
+    assert failure["fen"].startswith(board + " ") and "hung" in failure["reason"] and failure["attempts"] == 3
+
+    start = time.monotonic()
+    main(["--home", str(home), "label", "--workers", "1", "--retry-failed", "--timeout", "0.5", "--retries", "0"])
+    assert time.monotonic() - start < 30
+    assert "0 labelled, 1 failed" in capsys.readouterr().out
+    main(["--home", str(home), "sql", query, "--format", "json"])
+    again = json.loads(capsys.readouterr().out)[-1]
+    assert again["attempts"] == 1 and "within 0.5s" in again["reason"]
+
+
+def test_a_failed_error_check_makes_label_say_so_and_exit_non_zero(home, capsys, tmp_path, stockfish):
+    """A label out of range in the store (written by an older version or a faulty engine):
+    scores_in_range fails, and the CLI names it in one line and exits non-zero. An unfinished
+    coverage (WARN) after a bounded run is only a note."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _two_game_store(home, tmp_path, capsys)
+    main(["--home", str(home), "label", "--limit", "2", "--workers", "1"])
+    out = capsys.readouterr().out
+    assert "note: check coverage of labels did not pass" in out
+    part = sorted((home / "labels").glob("*/part-*.parquet"))[0]
+    table = pq.read_table(part)
+    row = table.slice(0, 1).to_pylist()[0]
+    row.update(position_key=row["position_key"] ^ 1, cp=99999, mate=None, score=99999)  # a key not in the store
+    pq.write_table(pa.Table.from_pylist([row], schema=table.schema), part.with_name("part-bad.parquet"))
+    with pytest.raises(SystemExit) as exit_:
+        main(["--home", str(home), "label", "--limit", "2", "--workers", "1"])
+    message = str(exit_.value.code)
+    assert message.startswith("chess-pipeline label: check scores_in_range of labels did not pass: 1 label(s)")
+    assert "\n" not in message and "99999" in message
+    assert "2 labelled" in capsys.readouterr().out  # the summary is still printed
+
+
+def test_ingest_says_when_the_store_does_not_reconcile_with_the_file(home, capsys, tmp_path):
+    """Bare CR line ends: the reader sees one game where python-chess counts two, so
+    reconciles_with_file fails; the CLI prints the summary, then one line naming the check, and
+    exits non-zero."""
+    pgn = tmp_path / "old-mac.pgn"
+    pgn.write_bytes(b'[Event "a"]\r[Result "*"]\r\r1. e4 e5 *\r\r[Event "b"]\r[Result "*"]\r\r1. d4 d5 *\r')
+    with pytest.raises(SystemExit):
+        main(["--home", str(home), "ingest", str(pgn)])
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if "reconciles_with_file" in ln]
+    assert len(lines) == 1 and lines[0].startswith("chess-pipeline: archive old-mac.pgn failed: check "
+                                                   "reconciles_with_file of games did not pass")
+    assert "python-chess counts 2 games" in lines[0]
+
+
+def run_cli(home, *args):
+    """The command as a user runs it (its own process): (exit status, stdout, stderr)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k != "CHESS_PIPELINE_HOME"}
+    r = subprocess.run([sys.executable, "-m", "assets.cli", "--home", str(home), *args], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=600)
+    return r.returncode, r.stdout, r.stderr
+
+
+def test_datasets_and_train_name_missing_labels_in_one_line_and_label_flags_choose_them(home, tmp_path, stockfish):
+    from tests.fixtures_pgn import RATED_GAMES
+
+    pgn = tmp_path / "rated.pgn"
+    pgn.write_text(RATED_GAMES)
+    main(["--home", str(home), "ingest", str(pgn)])
+    main(["--home", str(home), "label", "--depth", "6"])
+    fix = ("no depth-8 labels for its 47 candidate positions; the store has labels for depth 6 (47 of them): "
+           "run `chess-pipeline label --depth 8`, or build from those with "
+           "`chess-pipeline datasets sabatelli_3class --label-depth 6`")
+    rc, out, err = run_cli(home, "datasets", "sabatelli_3class")
+    assert rc == 1 and out == "" and err == f"chess-pipeline datasets: sabatelli_3class has no rows: {fix}\n"
+    rc, out, err = run_cli(home, "train")
+    assert rc == 1 and out == "" and err == (
+        f"chess-pipeline train: mlp_bitmap_3class cannot train: sabatelli_3class has no rows: {fix}\n")
+    # --label-depth 6 builds it from the depth-6 labels: every row, each target from its label.
+    rc, out, err = run_cli(home, "datasets", "sabatelli_3class", "--label-depth", "6", "--val-fraction", "0",
+                           "--test-fraction", "0")
+    assert rc == 0 and "sabatelli_3class: train 47, val 0, test 0" in out
+    assert "label coverage 100.00% of 47 candidate positions" in out
+    with duckdb.connect(str(home / "chess.duckdb"), read_only=True) as con:
+        rows = con.sql("SELECT d.target, l.score, d.side_to_move FROM datasets d JOIN labels l "
+                       "USING (position_key, side_to_move) WHERE d.dataset = 'sabatelli_3class'").fetchall()
+        assert con.sql("SELECT DISTINCT limit_value FROM labels").fetchall() == [(6,)]
+    assert len(rows) == 47
+    for target, score, stm in rows:
+        s = -score if stm == "b" else score
+        assert target == (0 if s < -150 else 2 if s > 150 else 1)
+    # Bad flags: one line each.
+    rc, _, err = run_cli(home, "datasets", "deepchess", "--label-depth", "6")
+    assert rc == 1 and err.count("\n") == 1
+    assert err.startswith("chess-pipeline datasets: deepchess takes no label setting")
+    rc, _, err = run_cli(home, "datasets", "sabatelli_3class", "--label-depth", "0")
+    assert rc == 1 and err == "chess-pipeline datasets: --label-depth: depth limit must be at least 1, got 0\n"
+
+
+def test_a_set_no_game_qualifies_for_is_not_100_percent_covered(home, tmp_path):
+    pgn = tmp_path / "club.pgn"
+    pgn.write_text('[Event "c"]\n[WhiteElo "1500"]\n[BlackElo "1600"]\n[Result "1-0"]\n\n1. e4 e5 2. Qh5 Nc6 '
+                   '3. Bc4 Nf6 4. Qxf7# 1-0\n')
+    main(["--home", str(home), "ingest", str(pgn)])
+    rc, out, err = run_cli(home, "datasets", "sabatelli_3class")
+    assert rc == 1 and out == "" and "100.00%" not in err
+    assert err == ("chess-pipeline datasets: sabatelli_3class has no rows: none of the store's 1 games gives "
+                   "positions of games whose players are both rated over 2000, or of engine games (min_elo 0 would "
+                   "keep 8 positions: set min_elo lower in the run config)\n")
