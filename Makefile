@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 
-.PHONY: install demo test ui bench clean clean-store
+.PHONY: install demo test test-fast ui bench clean clean-store
 
 install: $(STAMP)
 	@scripts/install_stockfish.sh
@@ -26,6 +26,10 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# The fast tier: no Stockfish, no ../shared/data (tests/conftest.py marks the tests needing them slow).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
 
 ui: install
 	$(BIN)/chess-pipeline ui

@@ -5,7 +5,8 @@ import dagster as dg
 from assets.config import DescribedConfig
 from assets.metadata import png_md
 from assets.resources import StoreResource
-from pipeline.datasets import DATASETS, SPLITS, DatasetStats, SplitConfig, build_dataset
+from pipeline.datasets import DATASETS, SPLITS, DatasetStats, Pov, SplitBy, SplitConfig, TargetKind, build_dataset
+from pipeline.engine import LimitKind
 
 GROUP = "datasets"
 MIN_LABEL_COVERAGE = 0.99
@@ -25,7 +26,7 @@ class DatasetConfig(DescribedConfig):
     """Share of games (groups of identical games) in val."""
     test_fraction: float = 0.1
     """Share of games in test."""
-    split_by: str = "game"
+    split_by: SplitBy = "game"
     """game, or position: rows split one by one as the thesis did (repeats straddle splits)."""
     leakage_guard: bool = True
     """Remove test and val position keys from train (off only to compare with the thesis)."""
@@ -38,7 +39,7 @@ class DatasetConfig(DescribedConfig):
 
 
 class LabelSettingConfig(DatasetConfig):
-    label_kind: str = _S["label_kind"]
+    label_kind: LimitKind = _S["label_kind"]
     """Label setting the targets come from: depth, nodes or static (as `chess-pipeline label`
     made them: --depth, --nodes or --static)."""
     label_value: int = _S["label_value"]
@@ -50,7 +51,7 @@ class LabelSettingConfig(DatasetConfig):
 class SabatelliConfig(LabelSettingConfig):
     min_elo: int = _S["min_elo"]
     """Both players rated over this (engine games are always in)."""
-    pov: str = _S["pov"]
+    pov: Pov = _S["pov"]
     """Whose score: side_to_move (the thesis: every position as if White were to move) or white."""
 
 
@@ -59,7 +60,7 @@ class SabatelliRegressionConfig(SabatelliConfig):
     """Scores are clipped to +/- this many centipawns, then mapped linearly onto [0, 1]; mates go to 0 / 1."""
     wp_scale: float = _R["wp_scale"]
     """win_prob = 1 / (1 + 10^(-cp / wp_scale))."""
-    target_kind: str = _R["target_kind"]
+    target_kind: TargetKind = _R["target_kind"]
     """linear or win_prob: which one is `target` (both are columns)."""
 
 

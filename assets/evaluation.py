@@ -12,24 +12,21 @@ newest file on disk).
 import os
 import time
 from collections import Counter
-from datetime import datetime, timezone
 from pathlib import Path
 
 import dagster as dg
-import pyarrow as pa
-import pyarrow.parquet as pq
+from pydantic import field_validator
 
 from assets.config import DescribedConfig
 from assets.labels import PROGRESS_TAG, WRITE_EVERY_S, write_progress
 from assets.metadata import md_cell, png_md
 from assets.resources import StockfishResource, StoreResource
 from assets.training import MODELS
-from pipeline.duck import table_schemas
-from pipeline.store import PARQUET_OPTIONS, Store, atomic_path
+from pipeline.evaluation import write_results
+from pipeline.matches import write_games
+from pipeline.store import Store, atomic_path
 
 GROUP = "evaluation"
-RESULTS_SCHEMA = table_schemas()["evaluation_results"]
-GAMES_SCHEMA = table_schemas()["match_games"]
 ELO_ANCHOR = "random"
 
 
@@ -50,43 +47,6 @@ def checkpoint_of(context: dg.AssetExecutionContext, model: str) -> Path:
     if not path.exists():
         raise dg.Failure(f"{path}: checkpoint of {model}'s latest materialisation is gone; re-materialise {model}")
     return path
-
-
-def write_results(st: Store, asset: str, run_id: str, rows: list[tuple[str, str, str, float, int, str]]) -> Path:
-    """(model, suite, metric, value, n, detail) rows into evaluation_results/<asset>/<run_id>.parquet."""
-    made = datetime.now(timezone.utc)
-    cols = list(zip(*rows)) if rows else [[] for _ in range(6)]
-    table = pa.table({
-        "model": list(cols[0]), "suite": list(cols[1]), "metric": list(cols[2]),
-        "value": [float(v) for v in cols[3]], "n": [int(v) for v in cols[4]], "detail": list(cols[5]),
-        "asset": [asset] * len(rows), "run_id": [run_id] * len(rows), "materialised_at": [made] * len(rows),
-    }, schema=RESULTS_SCHEMA)
-    path = st.root / "evaluation_results" / asset / f"{run_id}.parquet"
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, **PARQUET_OPTIONS)
-    return path
-
-
-def write_games(st: Store, asset: str, run_id: str, matches) -> tuple[Path, int]:
-    """Every game as PGN (matches/<asset>/<run_id>.pgn, an archive the pipeline can ingest) and
-    one match_games row each."""
-    from pipeline.matches import write_pgn
-
-    games = [(m.name, g) for m in matches for g in m.games]
-    pgn = st.root / "matches" / asset / f"{run_id}.pgn"
-    write_pgn([g for _, g in games], pgn)
-    made = datetime.now(timezone.utc)
-    table = pa.table({
-        "asset": [asset] * len(games), "match": [name for name, _ in games],
-        "white": [g.white for _, g in games], "black": [g.black for _, g in games],
-        "result": [g.result for _, g in games], "termination": [g.termination for _, g in games],
-        "plies": [g.plies for _, g in games], "opening": [g.opening for _, g in games],
-        "round": [g.game.headers.get("Round", "") for _, g in games], "pgn_path": [str(pgn)] * len(games),
-        "run_id": [run_id] * len(games), "materialised_at": [made] * len(games),
-    }, schema=GAMES_SCHEMA)
-    with atomic_path(st.root / "match_games" / asset / f"{run_id}.parquet") as tmp:
-        pq.write_table(table, tmp, **PARQUET_OPTIONS)
-    return pgn, len(games)
 
 
 def rows_md(rows) -> str:
@@ -282,16 +242,32 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
     return _matches
 
 
+HEAD_TO_HEAD_MODELS = ["mlp_bitmap_3class", "cnn_features_3class"]
+"""The models eval_head_to_head depends on: the only ones its pairs may name."""
+
+
 class HeadToHeadConfig(DescribedConfig):
-    pairs: list[list[str]] = [["mlp_bitmap_3class", "cnn_features_3class"]]
-    """Model pairs to play against each other (1-ply, as Sabatelli's MLP vs CNN)."""
+    pairs: list[list[str]] = [list(HEAD_TO_HEAD_MODELS)]
+    """Model pairs to play against each other (1-ply, as Sabatelli's MLP vs CNN); each names two
+    different models of those the asset depends on."""
     openings: int = 20
     """How many of Sabatelli's 20 openings (each played with both colours)."""
     max_plies: int = 400
     """A game still going after this many plies ends unfinished ('*')."""
 
-
-HEAD_TO_HEAD_MODELS = ["mlp_bitmap_3class", "cnn_features_3class"]
+    @field_validator("pairs")
+    @classmethod
+    def _pairs_of_dependencies(cls, pairs: list[list[str]]) -> list[list[str]]:
+        """A model outside the asset's deps would be played without showing in its lineage."""
+        valid = ", ".join(HEAD_TO_HEAD_MODELS)
+        for pair in pairs:
+            if len(pair) != 2 or pair[0] == pair[1]:
+                raise ValueError(f"pairs: {pair} does not name two different models; each pair names two of {valid}")
+            unknown = [m for m in pair if m not in HEAD_TO_HEAD_MODELS]
+            if unknown:
+                raise ValueError(f"pairs: {', '.join(unknown)}: not a model eval_head_to_head depends on; "
+                                 f"pairs may name {valid}")
+        return pairs
 
 
 @dg.asset(group_name=GROUP, deps=HEAD_TO_HEAD_MODELS,

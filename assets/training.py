@@ -2,20 +2,18 @@
 
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 import dagster as dg
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from assets.config import DescribedConfig
 from assets.metadata import png_md
 from assets.resources import StoreResource
 from pipeline.datasets import dataset_problem
-from pipeline.duck import table_schemas
+from pipeline.evaluation import write_model_metrics
 from pipeline.plots import confusion_png, learning_curves_png
-from pipeline.store import PARQUET_OPTIONS, atomic_path
-from training.train import TrainConfig, TrainResult, train
+from pipeline.store import atomic_path
+from training.choices import Device, Profile
+from training.train import TrainConfig, train
 
 GROUP = "models"
 
@@ -44,7 +42,7 @@ MODELS = {
     "lubeck_wdl_mlp": ModelAsset("lubeck_wdl", "lubeck", "bitmap768", "Lubeck WDL network"),
 }
 
-PROFILES = {
+PROFILES: dict[Profile, dict] = {
     # A few CPU minutes: part of train, a few epochs, at most 3 minutes of training.
     "quick": {"epochs": 4, "patience": 2, "batch_size": 512, "max_train_rows": 200_000, "max_eval_rows": 50_000,
               "max_minutes": 3.0},
@@ -52,11 +50,10 @@ PROFILES = {
     "full": {"epochs": 50, "patience": 5, "batch_size": 256, "max_train_rows": 0, "max_eval_rows": 0,
              "max_minutes": 0.0},
 }
-METRICS_SCHEMA = table_schemas()["model_metrics"]
 
 
 class TrainRunConfig(DescribedConfig):
-    profile: str = "quick"
+    profile: Profile = "quick"
     """quick (a few CPU minutes) or full (the published schedules)."""
     epochs: int = 0
     """Most epochs; 0 takes the profile's."""
@@ -68,7 +65,7 @@ class TrainRunConfig(DescribedConfig):
     """Learning rate; 0 takes the model preset's (the published one)."""
     seed: int = 0
     """Seed of the initial weights, the shuffling and dropout: the same seed gives the same model."""
-    device: str = "auto"
+    device: Device = "auto"
     """auto: CUDA (bfloat16 autocast) when present, else every CPU core."""
 
 
@@ -87,21 +84,6 @@ def train_config(name: str, run: TrainRunConfig, store_root: str, out: str) -> T
                        seed=run.seed, device=run.device, out=out, **p)
 
 
-def metric_rows(r: TrainResult) -> list[tuple[str, str, float]]:
-    """(split, metric, value) rows of a run: every numeric test figure, the last losses, the speed."""
-    rows = []
-    for key, value in r.test.items():
-        if isinstance(value, (int, float)):
-            rows.append(("test", key, float(value)))
-    if r.history:
-        last = r.history[-1]
-        rows += [("train", "loss", last["train_loss"]), ("val", "loss", last["val_loss"])]
-        if last.get("val_accuracy") is not None:
-            rows.append(("val", "accuracy", last["val_accuracy"]))
-    rows.append(("train", "positions_per_second", r.positions_per_second))
-    return rows
-
-
 def model_asset(name: str) -> dg.AssetsDefinition:
     m = MODELS[name]
 
@@ -116,16 +98,7 @@ def model_asset(name: str) -> dg.AssetsDefinition:
         cfg = train_config(name, config, str(st.root), str(out))
         start = time.monotonic()
         result = train(cfg, log=context.log.info)
-        made = datetime.now(timezone.utc)
-        rows = metric_rows(result)
-        table = pa.table({
-            "model": [name] * len(rows), "dataset": [m.dataset] * len(rows), "split": [r[0] for r in rows],
-            "metric": [r[1] for r in rows], "value": [r[2] for r in rows],
-            "run_id": [context.run.run_id] * len(rows), "materialised_at": [made] * len(rows),
-        }, schema=METRICS_SCHEMA)
-        metrics_path = st.root / "model_metrics" / name / f"{context.run.run_id}.parquet"
-        with atomic_path(metrics_path) as tmp:
-            pq.write_table(table, tmp, **PARQUET_OPTIONS)
+        write_model_metrics(st, name, m.dataset, context.run.run_id, result.metric_rows())
         test = result.test
         meta = {
             "checkpoint": dg.MetadataValue.path(str(result.checkpoint)),

@@ -21,6 +21,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Literal, get_args
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -30,9 +31,6 @@ from pipeline.engine import LIMIT_KINDS, Limit
 from pipeline.store import PARQUET_OPTIONS, Store, atomic_path
 
 SPLITS = ("train", "val", "test")
-SCHEMA = pa.schema([("dataset", pa.string()), ("position_key", pa.uint64()), ("game_id", pa.int64()),
-                    ("ply", pa.uint32()), ("target", pa.float64()), ("split", pa.string())])
-"""The columns every dataset file has (the `datasets` view binds to these before any exists)."""
 ROW_GROUP = 65_536
 _PARAM = re.compile(r"\$([a-z_][a-z0-9_]*)")
 BUILT_KEY = b"chess_pipeline.dataset"
@@ -56,6 +54,13 @@ class DatasetSpec:
 
 
 _LABEL = {"label_kind": "depth", "label_value": 8, "label_engine": ""}
+Pov = Literal["side_to_move", "white"]
+"""Whose score a Sabatelli set's target is (sql/views/label_macros.sql, sabatelli_positions)."""
+TargetKind = Literal["linear", "win_prob"]
+"""Which column is sabatelli_regression's target (sql/datasets/sabatelli_regression.sql)."""
+SplitBy = Literal["game", "position"]
+CHOICE_PARAMS = {"pov": Pov, "target_kind": TargetKind}
+"""The SQL parameters that are choices, and their types (checked by dataset_values; label_kind by Limit)."""
 _SABATELLI = {"min_elo": 2000, **_LABEL, "pov": "side_to_move"}
 _RATED = "positions of games whose players are both rated over {min_elo}, or of engine games"
 
@@ -92,7 +97,7 @@ class SplitConfig:
     """Seed of the by-game split (the same seed always gives the same split)."""
     val_fraction: float = 0.1
     test_fraction: float = 0.1
-    by: str = "game"
+    by: SplitBy = "game"
     """game (groups of identical games) or position: rows split one by one, as the thesis
     split its positions, so repeated positions and games straddle splits (for comparison)."""
     guard: bool = True
@@ -102,8 +107,8 @@ class SplitConfig:
         if not (0 <= self.val_fraction and 0 <= self.test_fraction and self.val_fraction + self.test_fraction < 1):
             raise ValueError(f"val_fraction + test_fraction must be in [0, 1), got {self.val_fraction} + "
                              f"{self.test_fraction}")
-        if self.by not in ("game", "position"):
-            raise ValueError(f"split by must be game or position, got {self.by!r}")
+        if self.by not in get_args(SplitBy):
+            raise ValueError(f"split by must be {' or '.join(get_args(SplitBy))}, got {self.by!r}")
 
 
 @dataclass
@@ -161,6 +166,9 @@ def dataset_values(name: str, params: dict | None = None) -> dict:
     if unknown:
         raise ValueError(f"{name} has no parameters {sorted(unknown)}; it takes {sorted(spec.defaults)}")
     values = {**spec.defaults, **(params or {})}
+    for param, choice in CHOICE_PARAMS.items():
+        if param in values and values[param] not in get_args(choice):
+            raise ValueError(f"{name}: {param} must be one of {', '.join(get_args(choice))}; got {values[param]!r}")
     if "label_kind" in values:
         values["label_value"] = Limit(values["label_kind"], values["label_value"]).value
     return values

@@ -11,6 +11,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.schemas import table_schemas
 from pipeline.store import Store, atomic_path
 
 VIEW_ORDER = ("store_guard", "macros", "games", "rejected_games", "positions", "archives", "distinct_positions",
@@ -30,28 +31,6 @@ def sql_string_literal(value: str) -> str:
     """A SQL string literal. Only for DDL, where DuckDB accepts no bound parameters
     (the file globs inside CREATE VIEW); every query binds its values instead."""
     return "'" + value.replace("'", "''") + "'"
-
-
-def table_schemas() -> dict[str, pa.Schema]:
-    """The Parquet tables of the store and their schemas."""
-    from pipeline.games import GAMES_SCHEMA, POSITIONS_SCHEMA, REJECTED_SCHEMA
-    from pipeline.datasets import SCHEMA as DATASETS_SCHEMA  # these modules import this one
-    from pipeline.labels import FAILURES_SCHEMA, LABELS_SCHEMA
-
-    metrics = pa.schema([("model", pa.string()), ("dataset", pa.string()), ("split", pa.string()),
-                         ("metric", pa.string()), ("value", pa.float64()), ("run_id", pa.string()),
-                         ("materialised_at", pa.timestamp("us", tz="UTC"))])
-    made = ("materialised_at", pa.timestamp("us", tz="UTC"))
-    results = pa.schema([("model", pa.string()), ("suite", pa.string()), ("metric", pa.string()),
-                         ("value", pa.float64()), ("n", pa.int64()), ("detail", pa.string()),
-                         ("asset", pa.string()), ("run_id", pa.string()), made])
-    games = pa.schema([("asset", pa.string()), ("match", pa.string()), ("white", pa.string()),
-                       ("black", pa.string()), ("result", pa.string()), ("termination", pa.string()),
-                       ("plies", pa.int32()), ("opening", pa.string()), ("round", pa.string()),
-                       ("pgn_path", pa.string()), ("run_id", pa.string()), made])
-    return {"games": GAMES_SCHEMA, "rejected_games": REJECTED_SCHEMA, "positions": POSITIONS_SCHEMA,
-            "labels": LABELS_SCHEMA, "label_failures": FAILURES_SCHEMA, "datasets": DATASETS_SCHEMA,
-            "model_metrics": metrics, "evaluation_results": results, "match_games": games}
 
 
 def ensure_schema_files(store: Store) -> None:

@@ -13,7 +13,6 @@ import chess.polyglot
 import numpy as np
 
 PLANE_ORDER = "PNBRQKpnbrqk"
-FEATURE_VERSION = 1
 
 # Castling bits as stored: K=1, Q=2, k=4, q=8.
 CASTLE_K, CASTLE_Q, CASTLE_k, CASTLE_q = 1, 2, 4, 8

@@ -1,7 +1,8 @@
 """How well an evaluator plays: test suites, matches, endgame conversion (no Dagster here).
 
 Each function returns figure rows (suite, metric, value, n, detail) for the store's
-evaluation_results table, plus the details a report shows.
+evaluation_results table, plus the details a report shows; write_results and
+write_model_metrics write the figure tables (match_games: pipeline.matches.write_games).
 """
 
 from __future__ import annotations
@@ -10,15 +11,20 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
 import chess
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pipeline.duck import load_sql
 from pipeline.engine import EnginePool, Limit
 from pipeline.matches import MatchResult, MatchSpec, play_game, play_match, wilson_interval
+from pipeline.schemas import METRICS_SCHEMA, RESULTS_SCHEMA
 from pipeline.search import AlphaBeta, Evaluator, RandomPlayer, SearchPlayer, StockfishPlayer
+from pipeline.store import PARQUET_OPTIONS, Store, atomic_path
 from pipeline.suites import (DeltaCp, EpdFile, EpdPosition, SuiteError, SuiteScore, engine_evaluations, is_sts,
                              kaufman_delta_cp, read_epd, score_suite)
 
@@ -29,6 +35,36 @@ KAUFMAN_ANCHOR = "Sabatelli: average delta 1.56 pawns (MLP), 1.55 (CNN); 2 of 25
 STS_ANCHOR = "DeepChess 1-ply: 1,160 / 15,000 (7.73%); Stockfish 5: 70.0%; Giraffe 1 s: 64.3%"
 RANDOM_ANCHOR = "Hui: 84% wins against the random mover (peak)"
 ENDGAME_MATCH = "endgame conversion"
+
+
+def write_results(store: Store, asset: str, run_id: str, rows: list[tuple[str, str, str, float, int, str]]) -> Path:
+    """(model, suite, metric, value, n, detail) rows into evaluation_results/<asset>/<run_id>.parquet."""
+    made = datetime.now(timezone.utc)
+    cols = list(zip(*rows)) if rows else [[] for _ in range(6)]
+    table = pa.table({
+        "model": list(cols[0]), "suite": list(cols[1]), "metric": list(cols[2]),
+        "value": [float(v) for v in cols[3]], "n": [int(v) for v in cols[4]], "detail": list(cols[5]),
+        "asset": [asset] * len(rows), "run_id": [run_id] * len(rows), "materialised_at": [made] * len(rows),
+    }, schema=RESULTS_SCHEMA)
+    path = store.root / "evaluation_results" / asset / f"{run_id}.parquet"
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, **PARQUET_OPTIONS)
+    return path
+
+
+def write_model_metrics(store: Store, model: str, dataset: str, run_id: str, rows: list[tuple[str, str, float]]
+                        ) -> Path:
+    """A training run's (split, metric, value) rows into model_metrics/<model>/<run_id>.parquet."""
+    made = datetime.now(timezone.utc)
+    table = pa.table({
+        "model": [model] * len(rows), "dataset": [dataset] * len(rows), "split": [r[0] for r in rows],
+        "metric": [r[1] for r in rows], "value": [r[2] for r in rows],
+        "run_id": [run_id] * len(rows), "materialised_at": [made] * len(rows),
+    }, schema=METRICS_SCHEMA)
+    path = store.root / "model_metrics" / model / f"{run_id}.parquet"
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, **PARQUET_OPTIONS)
+    return path
 
 
 def depth_label(depth: int) -> str:

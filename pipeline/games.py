@@ -14,6 +14,7 @@ import pyarrow as pa
 from pipeline import encoding
 from pipeline.archive import RawGame
 from pipeline.replay import NO_EP, ReplayError, State, compiled, replay
+from pipeline.schemas import GAMES_SCHEMA, POSITIONS_SCHEMA, REJECTED_SCHEMA
 
 # Comments ({...}, unclosed ones to the end), rest-of-line comments and escape lines.
 _STRIP = re.compile(r"\{[^}]*\}?|;[^\n]*|^%[^\n]*", re.M)
@@ -45,30 +46,6 @@ COLUMN_HEADERS = {
 }
 _CCRL_TC = re.compile(r"CCRL\s+(\d+)\s*/\s*(\d+)")
 _STANDARD_VARIANTS = {"", "standard", "chess", "normal", "std", "from position", "fromposition", "?"}
-
-GAMES_SCHEMA = pa.schema([
-    ("game_id", pa.int64()), ("archive", pa.string()), ("game_index", pa.int32()),
-    ("source", pa.string()), ("event", pa.string()), ("site", pa.string()), ("date", pa.string()),
-    ("round", pa.string()), ("white", pa.string()), ("black", pa.string()),
-    ("white_elo", pa.int32()), ("black_elo", pa.int32()), ("result", pa.string()),
-    ("time_control", pa.string()), ("termination", pa.string()), ("eco", pa.string()),
-    ("ply_count", pa.int32()), ("moves_uci", pa.string()), ("start_fen", pa.string()),
-    ("result_movetext", pa.string()), ("result_board", pa.string()), ("result_mismatch", pa.bool_()),
-    ("outcome", pa.string()), ("extra_headers", pa.map_(pa.string(), pa.string())),
-])
-
-REJECTED_SCHEMA = pa.schema([
-    ("archive", pa.string()), ("game_index", pa.int32()), ("reason_code", pa.string()),
-    ("reason", pa.string()), ("ply", pa.int32()), ("excerpt", pa.string()),
-])
-
-POSITIONS_SCHEMA = pa.schema([
-    ("position_key", pa.uint64()), ("game_id", pa.int64()), ("ply", pa.uint32()),
-    ("planes", pa.binary(96)), ("side_to_move", pa.string()), ("castling", pa.uint8()),
-    ("ep_square", pa.int8()), ("halfmove_clock", pa.uint32()), ("fullmove_number", pa.uint32()),
-    ("move_uci", pa.string()), ("is_capture", pa.bool_()), ("is_check", pa.bool_()),
-    ("result", pa.string()), ("white_elo", pa.int32()), ("black_elo", pa.int32()),
-])
 
 
 class Rejected(Exception):

@@ -19,9 +19,12 @@ from typing import Callable, Iterable
 import chess
 import chess.pgn
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from pipeline.schemas import MATCH_GAMES_SCHEMA
 from pipeline.search import Player
-from pipeline.store import atomic_path
+from pipeline.store import PARQUET_OPTIONS, Store, atomic_path
 from pipeline.suites import EpdPosition
 
 SITE = "chess-pipeline"
@@ -150,6 +153,27 @@ def write_pgn(games: Iterable[GameResult], path: Path) -> None:
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for g in games:
             print(g.game, file=f, end="\n\n")
+
+
+def write_games(store: Store, asset: str, run_id: str, matches: Iterable[MatchResult]) -> tuple[Path, int]:
+    """Every game of `matches` as PGN (matches/<asset>/<run_id>.pgn, an archive the pipeline can
+    ingest) and one match_games row each (match_games/<asset>/<run_id>.parquet); returns the
+    PGN's path and the number of games."""
+    games = [(m.name, g) for m in matches for g in m.games]
+    pgn = store.root / "matches" / asset / f"{run_id}.pgn"
+    write_pgn([g for _, g in games], pgn)
+    made = dt.datetime.now(dt.timezone.utc)
+    table = pa.table({
+        "asset": [asset] * len(games), "match": [name for name, _ in games],
+        "white": [g.white for _, g in games], "black": [g.black for _, g in games],
+        "result": [g.result for _, g in games], "termination": [g.termination for _, g in games],
+        "plies": [g.plies for _, g in games], "opening": [g.opening for _, g in games],
+        "round": [g.game.headers.get("Round", "") for _, g in games], "pgn_path": [str(pgn)] * len(games),
+        "run_id": [run_id] * len(games), "materialised_at": [made] * len(games),
+    }, schema=MATCH_GAMES_SCHEMA)
+    with atomic_path(store.root / "match_games" / asset / f"{run_id}.parquet") as tmp:
+        pq.write_table(table, tmp, **PARQUET_OPTIONS)
+    return pgn, len(games)
 
 
 def wilson_interval(wins: int, n: int, z: float = 1.96) -> tuple[float, float]:

@@ -5,6 +5,17 @@ import pytest
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
+SLOW_FIXTURES = frozenset({"stockfish", "shared_data", "fics_2022", "fics_search", "compiled"})
+"""A test that uses one of these (directly or through another fixture) is in the slow tier:
+it runs the real engine, reads the real archives or needs the compiled loops. The fast tier,
+`make test-fast` (`pytest -m "not slow"`), needs neither Stockfish nor ../shared/data."""
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
 
 def _require_shared() -> bool:
     return os.environ.get("CHESS_PIPELINE_REQUIRE_SHARED") == "1"

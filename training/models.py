@@ -3,29 +3,41 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import torch
 from torch import nn
 
-ACTIVATIONS = {"relu": nn.ReLU, "elu": nn.ELU}
+from training.choices import check_choice
+
+ModelKind = Literal["mlp", "cnn"]
+Activation = Literal["relu", "elu"]
+OptimizerName = Literal["adam", "sgd"]
+"""adam, or sgd (Nesterov momentum 0.9)."""
+ACTIVATIONS: dict[Activation, type[nn.Module]] = {"relu": nn.ReLU, "elu": nn.ELU}
 
 
 @dataclass(frozen=True)
 class ModelSpec:
     """An architecture: kind (mlp or cnn), layer sizes and the published training recipe."""
 
-    kind: str
+    kind: ModelKind
     hidden: tuple[int, ...] = ()
     """MLP hidden widths, or the CNN's fully connected widths after the convolutions."""
     convs: tuple[tuple[int, int], ...] = ()
     """CNN layers: (channels, kernel size), same padding, no pooling."""
-    activation: str = "relu"
+    activation: Activation = "relu"
     dropout: float = 0.0
     batch_norm: bool = False
-    optimizer: str = "adam"
+    optimizer: OptimizerName = "adam"
     """adam, or sgd (Nesterov momentum 0.9)."""
     lr: float = 1e-3
     notes: str = ""
+
+    def __post_init__(self):
+        check_choice("model kind", self.kind, get_args(ModelKind))
+        check_choice("activation", self.activation, get_args(Activation))
+        check_choice("optimizer", self.optimizer, get_args(OptimizerName))
 
 
 PRESETS: dict[str, ModelSpec] = {
@@ -97,6 +109,7 @@ class CNN(nn.Module):
 
 
 def build_model(spec: ModelSpec, in_shape: tuple[int, ...], n_out: int) -> nn.Module:
+    check_choice("model kind", spec.kind, get_args(ModelKind))
     if spec.kind == "cnn":
         if len(in_shape) != 3:
             raise ValueError(f"a CNN needs a board-shaped input (C, 8, 8), got {in_shape}")

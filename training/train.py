@@ -17,8 +17,10 @@ import copy
 import dataclasses
 import os
 import time
+import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal, get_args, get_origin
 
 import numpy as np
 import pyarrow.compute as pc
@@ -26,20 +28,24 @@ import pyarrow.parquet as pq
 import torch
 from torch import nn
 
-from pipeline.datasets import DATASETS, SPLITS, dataset_dir
-from pipeline.store import Store, atomic_path
+from pipeline.datasets import DATASETS, SPLITS, Pov, dataset_dir
+from pipeline.store import Store, atomic_path, default_root
+from training.choices import Device, check_choice
 from training.data import LoaderConfig, ParquetBatches
-from training.encoders import get_encoder
-from training.models import PRESETS, build_model
+from training.encoders import ENCODERS, get_encoder
+from training.models import PRESETS, OptimizerName, build_model
 
 CP_PER_UNIT = {"sabatelli_regression": 2 * DATASETS["sabatelli_regression"].defaults["clip_cp"], "piece_values": 100}
 """Centipawns per unit of a regression target (for the cp mean absolute error)."""
+REGISTRIES = {"dataset": DATASETS, "model": PRESETS, "encoder": ENCODERS}
+"""The TrainConfig fields that name an entry of a registry, and that registry."""
 
 
 @dataclass
 class TrainConfig:
-    store: str = "store"
-    """Store root holding datasets/<dataset>/{train,val,test}.parquet."""
+    store: str = ""
+    """Store root holding datasets/<dataset>/{train,val,test}.parquet; empty: $CHESS_PIPELINE_HOME,
+    else ./store (the CLI's store), resolved when the run starts."""
     dataset: str = "sabatelli_3class"
     """Dataset name (sql/datasets/)."""
     model: str = "mlp3"
@@ -63,7 +69,7 @@ class TrainConfig:
     """Stop once this wall time has passed, cutting the epoch short (0: no bound). A run cut
     inside an epoch does not resume to the same weights as an uninterrupted one."""
     seed: int = 0
-    device: str = "auto"
+    device: Device = "auto"
     """auto (CUDA when present, else CPU), cpu or cuda."""
     amp: bool = True
     """bfloat16 autocast on CUDA."""
@@ -72,6 +78,27 @@ class TrainConfig:
     out: str = ""
     """Folder for checkpoint.pt; empty: <store>/models/<dataset>-<model>-<encoder>."""
     shuffle_buffer: int = 262_144
+
+    def __post_init__(self):
+        self.check()
+
+    def check(self) -> None:
+        """Refuse a misspelled choice (dataset, model, encoder, device), naming the valid values."""
+        for name, valid in config_choices().items():
+            check_choice(name, getattr(self, name), valid)
+
+
+def config_choices(cls: type = TrainConfig) -> dict[str, tuple[str, ...]]:
+    """The valid values of each choice field of a config dataclass: a Literal field's values, or
+    the names of the registry (REGISTRIES) the field picks from. The CLI's `choices=` too."""
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.name in REGISTRIES:
+            out[f.name] = tuple(REGISTRIES[f.name])
+        elif get_origin(hints[f.name]) is Literal:
+            out[f.name] = get_args(hints[f.name])
+    return out
 
 
 @dataclass
@@ -85,8 +112,21 @@ class TrainResult:
     rows: dict = field(default_factory=dict)
     device: str = ""
 
+    def metric_rows(self) -> list[tuple[str, str, float]]:
+        """(split, metric, value) rows for model_metrics: every numeric test figure, the last
+        losses, the speed."""
+        rows = [("test", key, float(value)) for key, value in self.test.items() if isinstance(value, (int, float))]
+        if self.history:
+            last = self.history[-1]
+            rows += [("train", "loss", last["train_loss"]), ("val", "loss", last["val_loss"])]
+            if last.get("val_accuracy") is not None:
+                rows.append(("val", "accuracy", last["val_accuracy"]))
+        rows.append(("train", "positions_per_second", self.positions_per_second))
+        return rows
 
-def resolve_device(name: str) -> torch.device:
+
+def resolve_device(name: Device) -> torch.device:
+    check_choice("device", name, get_args(Device))
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
@@ -104,7 +144,7 @@ def lineage(folder: Path) -> dict:
     return out
 
 
-def rows_pov(train: Path) -> str:
+def rows_pov(train: Path) -> Pov:
     """'side_to_move' when the rows mirror Black-to-move positions (Sabatelli's datasets), else 'white'."""
     if "mirrored" not in pq.read_schema(train).names:
         return "white"
@@ -163,16 +203,16 @@ def _autocast(device: torch.device, amp: bool):
     return torch.autocast("cpu", enabled=False)
 
 
-def _optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
+def _optimizer(name: OptimizerName, params, lr: float) -> torch.optim.Optimizer:
+    check_choice("optimizer", name, get_args(OptimizerName))
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=0.9, nesterov=True)
     return torch.optim.Adam(params, lr=lr)
 
 
 def train(cfg: TrainConfig, log=print) -> TrainResult:
-    spec = DATASETS.get(cfg.dataset)
-    if spec is None:
-        raise KeyError(f"no dataset {cfg.dataset!r}; known: {', '.join(DATASETS)}")
+    cfg.check()  # again: a field may have been set after the config was made
+    spec = DATASETS[cfg.dataset]
     preset = PRESETS[cfg.model]
     if cfg.hidden:
         preset = dataclasses.replace(preset, hidden=tuple(cfg.hidden))
@@ -180,7 +220,8 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
     encoder = get_encoder(cfg.encoder)
     device = resolve_device(cfg.device)
     torch.set_num_threads(cfg.threads or os.cpu_count() or 1)
-    store = Path(cfg.store)
+    store = Path(cfg.store).expanduser().resolve() if cfg.store else default_root()
+    cfg = dataclasses.replace(cfg, store=str(store))  # the checkpoint records the store used
     folder = dataset_dir(Store(store), cfg.dataset)
     if not (folder / "train.parquet").exists():
         raise FileNotFoundError(f"{folder}/train.parquet not found: materialise the dataset first "
@@ -316,6 +357,7 @@ def load_model(path: Path, device: str = "cpu") -> tuple[nn.Module, dict]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m training.train", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    choices = config_choices(TrainConfig)
     for f in dataclasses.fields(TrainConfig):
         default = f.default
         if f.name == "hidden":
@@ -323,7 +365,8 @@ def main(argv: list[str] | None = None) -> None:
         elif isinstance(default, bool):
             ap.add_argument(f"--{f.name.replace('_', '-')}", action=argparse.BooleanOptionalAction, default=default)
         else:
-            ap.add_argument(f"--{f.name.replace('_', '-')}", type=type(default), default=default)
+            ap.add_argument(f"--{f.name.replace('_', '-')}", type=type(default), default=default,
+                            choices=choices.get(f.name))
     args = vars(ap.parse_args(argv))
     args["hidden"] = tuple(args["hidden"])
     r = train(TrainConfig(**args))

@@ -12,7 +12,8 @@ CREATE OR REPLACE MACRO setting_labels(kind, value, eng) AS TABLE
 -- engine games (CCRL, self-play), each with its label under one setting (NULL when it has
 -- none). score is from `pov`: 'side_to_move' (the thesis encodes every position as if White
 -- were to move, so a Black-to-move position's score is negated and `mirrored` tells the
--- encoder to flip the board) or 'white'.
+-- encoder to flip the board) or 'white'. Any other pov raises: the one-row `known` guard is
+-- evaluated whatever the rows and columns asked for, so an empty store refuses it too.
 CREATE OR REPLACE MACRO sabatelli_positions(min_elo, kind, value, eng, pov) AS TABLE
     SELECT p.position_key, p.planes, p.side_to_move, p.castling, p.ep_square, p.halfmove_clock,
            p.fullmove_number, p.game_id, p.ply, g.source, g.white_elo, g.black_elo, g.outcome AS result,
@@ -24,4 +25,7 @@ CREATE OR REPLACE MACRO sabatelli_positions(min_elo, kind, value, eng, pov) AS T
     LEFT JOIN setting_labels(kind, value, eng) l
         ON l.position_key = p.position_key AND l.planes = p.planes AND l.side_to_move = p.side_to_move
        AND l.castling = p.castling AND l.ep_square IS NOT DISTINCT FROM p.ep_square
-    WHERE (g.white_elo > min_elo AND g.black_elo > min_elo) OR g.source IN ('ccrl', 'selfplay');
+    CROSS JOIN (SELECT CASE WHEN pov IN ('side_to_move', 'white') THEN true
+                            ELSE error('pov must be one of side_to_move, white; got ''' || coalesce(pov, 'NULL') || '''')
+                       END AS pov_ok) known
+    WHERE ((g.white_elo > min_elo AND g.black_elo > min_elo) OR g.source IN ('ccrl', 'selfplay')) AND known.pov_ok;

@@ -86,6 +86,7 @@ def test_evaluation_assets_end_to_end(instance, trained, shared_data):
     assert "data:image/png;base64," in reports[0].materialization.metadata["elo"].value
 
 
+@pytest.mark.slow  # StockfishResource starts the real engine
 def test_evaluation_fails_clearly_before_the_model_is_trained(instance, tmp_path):
     from pipeline.store import Store
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import dagster as dg
+import pytest
 
 from pipeline.store import Store
 
@@ -35,6 +36,7 @@ def _start(store, env):
     return p
 
 
+@pytest.mark.slow  # two Dagster runs in processes of their own: 6 to 19 s on the shared 2-core machine
 def test_a_killed_cli_run_is_marked_failed_at_the_next_start(tmp_path, monkeypatch):
     store = Store(tmp_path / "store").ensure()
     home = tmp_path / "dagster"

@@ -85,6 +85,7 @@ def _random_game(rng: random.Random, max_plies=200):
     return sans
 
 
+@pytest.mark.slow  # 300 random games checked move by move against python-chess: 17 s per implementation
 def test_random_games_with_every_special_move_equal_python_chess():
     rng = random.Random(7)
     texts = []
