@@ -56,7 +56,15 @@ OLD_DAGSTER_YAML = "telemetry:\n  enabled: false\n"
 
 
 def _store(args) -> Store:
-    return Store(Path(args.home).expanduser().resolve() if args.home else default_root()).ensure()
+    """The store the command works on, created if missing: a new one is named on stderr, so a
+    command run from another directory does not pass for one on the usual store."""
+    store = Store(Path(args.home).expanduser().resolve() if args.home else default_root())
+    new = not store.archives_dir.is_dir()
+    store.ensure()
+    if new:
+        print(f"chess-pipeline: created a new store at {store.root} (set CHESS_PIPELINE_HOME or --home "
+              "to use another)", file=sys.stderr)
+    return store
 
 
 def _instance(store: Store) -> dg.DagsterInstance:
@@ -217,7 +225,8 @@ CHECK_ADVICE = {
         f"`chess-pipeline label` again goes on where this run stopped"),
     "scores_in_range": lambda m: (
         f"{m['out_of_range']:,} label(s) of {m['setting']} break the label contract (scores {m['min_score']} to "
-        f"{m['max_score']}): do not train on them; `chess-pipeline sql \"SELECT run_id, count(*) FROM labels "
+        f"{m['max_score']}; {m.get('out_of_range_this_run') or 'none'} by this run"
+        f"{'' if m.get('out_of_range_this_run') else ', so written before labels were validated'}): do not train on them; `chess-pipeline sql \"SELECT run_id, count(*) FROM labels "
         f"WHERE abs(cp) >= 30000 OR (cp IS NULL) = (mate IS NULL) GROUP BY 1\"` names the runs that wrote them"),
     "no_duplicate_labels": lambda m: (
         f"{m['duplicates']:,} position(s) labelled twice under {m['setting']}: two runs labelled the same shard; "
@@ -593,7 +602,9 @@ def cmd_ui(args) -> None:
     store = _store(args)
     _instance(store)
     code_dir = str(Path(assets.__file__).resolve().parent.parent)
-    env = {**os.environ, "CHESS_PIPELINE_HOME": str(store.root)}
+    # A sensor tick hashes at most one new archive past its 20 s budget, but one 30 GB file
+    # takes ~2 minutes at sha256's ~280 MB/s: give ticks 10 minutes, not Dagster's 60 s.
+    env = {"DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS": "600", **os.environ, "CHESS_PIPELINE_HOME": str(store.root)}
     cmd = [sys.executable, "-m", "dagster", "dev", "-m", "assets.definitions", "-d", code_dir,
            "-h", "127.0.0.1", "-p", str(args.port)]
     print(" ".join(cmd), file=sys.stderr)
@@ -627,8 +638,21 @@ def _count(text: str) -> int:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error in one line: what is wrong and where the help is."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="chess-pipeline", description="PGN archives -> position store -> evaluators")
+    from typing import get_args
+
+    from pipeline.datasets import SplitBy
+    from pipeline.labels import Order
+    from training.choices import Device, Profile
+
+    p = _Parser(prog="chess-pipeline", description="PGN archives -> position store -> evaluators")
     p.add_argument("--home", help="store root (default: $CHESS_PIPELINE_HOME, else ./store)")
     p.add_argument("--debug", action="store_true",
                    help="show the Python traceback of an error (also: CHESS_PIPELINE_DEBUG=1)")
@@ -655,7 +679,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, default=0, help="engine processes (0 = one per core)")
     s.add_argument("--relabel", action="store_true",
                    help="re-label positions whose labels fall short of this setting (what the nightly job does)")
-    s.add_argument("--order", choices=("first_seen", "oldest", "most_used"), default="first_seen",
+    s.add_argument("--order", choices=get_args(Order), default="first_seen",
                    help="which positions first when re-labelling under a bound")
     s.add_argument("--retry-failed", action="store_true", help="try positions recorded as failed again")
     s.add_argument("--timeout", type=_seconds, default=0.0, metavar="SECONDS",
@@ -674,7 +698,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=None, help="seed of the split by game (default 0)")
     s.add_argument("--val-fraction", type=float, default=None, help="share of games in val (default 0.1)")
     s.add_argument("--test-fraction", type=float, default=None, help="share of games in test (default 0.1)")
-    s.add_argument("--split-by", choices=("game", "position"),
+    s.add_argument("--split-by", choices=get_args(SplitBy),
                    help="game (default), or position: rows split one by one, as the thesis did (for comparison)")
     s.add_argument("--no-leakage-guard", action="store_true",
                    help="keep test and val positions in train (for comparison with the published splits)")
@@ -683,10 +707,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("train", help="train value networks from the datasets (default: the 3-class MLP)")
     s.add_argument("models", nargs="*", help="model assets to train (default: mlp_bitmap_3class)")
-    s.add_argument("--profile", choices=("quick", "full"), default="quick",
+    s.add_argument("--profile", choices=get_args(Profile), default="quick",
                    help="quick: a few CPU minutes; full: the published schedules")
     s.add_argument("--epochs", type=int, default=0, help="override the profile's epochs")
-    s.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    s.add_argument("--device", choices=get_args(Device), default="auto", help="auto, cpu or cuda")
     s.set_defaults(func=cmd_train)
 
     s = sub.add_parser("evaluate", help="test suites, matches and Elo of trained models (default: all trained)")

@@ -13,6 +13,11 @@ DUPLICATES = "~duplicates"
 """Cursor entry listing the duplicate files already logged (no partition key starts with ~)."""
 
 
+SENSOR_HASH_BUDGET_S = 20.0
+"""Hashing new archives in one tick stops starting new files after this long (Dagster gives a
+sensor tick 60 s); the rest are hashed by the next ticks."""
+
+
 @dg.sensor(job=ingest_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
            description="Adds each new (or changed) archive in the archives folder as a partition and requests its run. "
                        "Archives are told apart by content: a file with the bytes of a known archive is that archive.")
@@ -21,7 +26,9 @@ def archives_sensor(context: dg.SensorEvaluationContext, store: StoreResource) -
     # The cursor holds each partition's content hash; a cursor from before hashes (size:mtime)
     # counts as unknown, so its partitions are recorded, not re-run.
     seen: dict = json.loads(context.cursor) if context.cursor else {}
-    scan = st.scan_archives()
+    scan = st.scan_archives(hash_budget_s=SENSOR_HASH_BUDGET_S)
+    if scan.unhashed:
+        context.log.info(f"{scan.unhashed} new or changed archive(s) not hashed yet: the next tick goes on")
     told = set(seen.get(DUPLICATES, []))
     for path, key in sorted(scan.duplicates.items()):
         if str(path) not in told:  # said once, not every tick
@@ -43,7 +50,9 @@ def archives_sensor(context: dg.SensorEvaluationContext, store: StoreResource) -
     return dg.SensorResult(
         run_requests=run_requests,
         dynamic_partitions_requests=[archives_partitions.build_add_request(new_keys)] if new_keys else [],
-        cursor=json.dumps({**current, DUPLICATES: sorted(map(str, scan.duplicates))}, sort_keys=True),
+        # Keys this tick did not get to (hash budget) keep what the cursor knew of them.
+        cursor=json.dumps({**{k: v for k, v in seen.items() if k != DUPLICATES and k not in current}, **current,
+                           DUPLICATES: sorted(map(str, scan.duplicates))}, sort_keys=True),
     )
 
 

@@ -28,11 +28,13 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, get_args
 
 import chess
 
 DEBIAN_PATH = "/usr/games/stockfish"
-LIMIT_KINDS = ("depth", "nodes", "static")
+LimitKind = Literal["depth", "nodes", "static"]
+LIMIT_KINDS: tuple[str, ...] = get_args(LimitKind)
 MATE_SCORE = 32000
 """A mate in n plies scores +/-(MATE_SCORE - n) in `score`, as Stockfish orders them."""
 CP_BOUND = 30000
@@ -95,7 +97,7 @@ class Limit:
     (Stockfish prints "none (in check)") and is recorded as a failure with that reason.
     """
 
-    kind: str = "depth"
+    kind: LimitKind = "depth"
     value: int = 8
 
     def __post_init__(self):
@@ -405,9 +407,8 @@ _CLEARED_FENCE = b"ucinewgame\nisready\n"
 _KEPT_FENCE = f"position fen {STALEMATE_FEN}\ngo perft 1\n".encode()
 
 
-def _position_commands(fen: str, limit: Limit, clear_hash: bool) -> tuple[bytes, bytes | None]:
-    """One position's commands, and the token of the fence line that opens its output
-    (None for the static evaluation, which is answered at once and ends with `readyok`).
+def _position_commands(fen: str, limit: Limit, clear_hash: bool) -> tuple[bytes, bytes]:
+    """One position's commands, and the token of the fence line that opens its output.
 
     Stockfish reads `ucinewgame` and `go` only once the running search has printed
     `bestmove`, and then answers `isready` / a perft at once, so a search's fence line comes
@@ -417,26 +418,53 @@ def _position_commands(fen: str, limit: Limit, clear_hash: bool) -> tuple[bytes,
     kept it is a perft of a position with no legal move (`Nodes searched: 0`), which leaves
     the hash, history and search state as they were (labels are identical with or without
     it). The fence goes before the position rather than after it, so that a `stop` sent
-    during the last search in flight reaches that search."""
+    during the last search in flight reaches that search. The static evaluation is answered
+    at once: `isready` before it is its fence, the `isready` after `eval` its end (both
+    `readyok`), so an eval figure can only be taken between its own two."""
     head = f"position fen {fen}\n".encode()
     if limit.kind == "static":
-        return head + limit.commands(), None
+        return b"isready\n" + head + limit.commands(), b"readyok"
     if clear_hash:
         return _CLEARED_FENCE + head + limit.commands(), b"readyok"
     return _KEPT_FENCE + head + limit.commands(), b"Nodes searched"
 
 
+FENCE_CHECK_MS = 300
+
+
+def _check_kept_fence(engine: UciEngine) -> None:
+    """The hash-kept fence (a perft) works only where the engine answers it after the running
+    search, as Stockfish 15.1 does; Stockfish 17 answers a perft at once, during the search,
+    so a fence there would split one search's output. Checked on a live engine before any
+    label: a short search, the fence sent right behind it, and which answer comes first."""
+    engine.send(f"position startpos\ngo movetime {FENCE_CHECK_MS}\n".encode() + _KEPT_FENCE)
+    first = None
+    for line in engine.lines_until(b"Nodes searched", HANDSHAKE_TIMEOUT_S):
+        if first is None and line.startswith(b"bestmove"):
+            first = line
+    if first is None:
+        raise EngineError(
+            f"{engine.name or engine.path} answers `go perft` during a search, so hash-kept labels cannot be tied "
+            "to their positions: use the reproducible setting (the default; it clears the hash before each position)")
+    engine.send(b"ucinewgame\nisready\n")
+    for _ in engine.lines_until(b"readyok", HANDSHAKE_TIMEOUT_S):
+        pass
+
+
 class _SearchState:
     """Collects one position's output: after its fence line, the last scored info line and
-    `bestmove`, or the eval figure. `done` at `bestmove` (or `readyok` for static); `next_fence`
-    when the next position's fence came first (this search ended without `bestmove`); `lost`
-    when the output cannot belong to this search (the engine is out of step)."""
+    `bestmove`, or the eval figure. `done` at `bestmove` (at the closing `readyok` for the
+    static eval, whose fence and end are the same token); `next_fence` when the next
+    position's fence came first (this search ended without `bestmove`); `lost` when the
+    output cannot belong to this search (the engine is out of step)."""
 
-    __slots__ = ("fence", "started", "last", "best", "static", "static_none", "done", "next_fence", "lost")
+    __slots__ = ("fence", "static_eval", "started", "last", "best", "static", "static_none", "done",
+                 "next_fence", "lost")
 
-    def __init__(self, fence: bytes | None = None):
+    def __init__(self, fence: bytes, static_eval: bool = False):
         self.fence = fence
-        self.started = fence is None
+        self.static_eval = static_eval
+        self.started = False
         self.last: bytes | None = None
         self.best: bytes | None = None
         self.static: bytes | None = None
@@ -452,21 +480,27 @@ class _SearchState:
             elif line.strip() and not line.startswith(b"info string"):
                 self.lost = f"engine output out of step: {line[:60].decode(errors='replace')!r} before the fence"
             return
+        if self.static_eval:
+            if line.startswith(b"Final evaluation"):
+                if self.static is not None or self.static_none is not None:
+                    self.lost = "engine output out of step: two evaluations for one position"
+                elif b"none" in line:
+                    self.static_none = line
+                else:
+                    self.static = line
+            elif line.startswith(b"readyok"):
+                self.done = True
+            elif line.startswith(b"bestmove"):
+                self.lost = "engine output out of step: `bestmove` in a static evaluation"
+            return
         if line.startswith(b"info"):
             if b" score " in line:
                 self.last = line
         elif line.startswith(b"bestmove"):
             self.best = line
             self.done = True
-        elif self.fence is not None and line.startswith(self.fence):
+        elif line.startswith(self.fence):
             self.next_fence = line
-            self.done = True
-        elif line.startswith(b"Final evaluation"):
-            if b"none" in line:
-                self.static_none = line
-            else:
-                self.static = line
-        elif line.startswith(b"readyok"):
             self.done = True
 
     def result(self, search: bool) -> dict:
@@ -562,6 +596,8 @@ class EnginePool:
         try:
             for _ in range(self.workers):
                 self.slots.append(_Slot(UciEngine(self.path, self.threads, self.hash_mb).start()))
+            if not self.clear_hash:
+                _check_kept_fence(self.slots[0].engine)
         except BaseException:
             self.close()
             raise
@@ -683,7 +719,7 @@ class EnginePool:
                 slot.deadline = time.monotonic() + self.timeout_s
                 slot.stopping = slot.timed_out = False
             commands, fence = _position_commands(job.fen, self._limit, self.clear_hash)
-            slot.inflight.append(_Flight(job, _SearchState(fence)))
+            slot.inflight.append(_Flight(job, _SearchState(fence, static_eval=self._limit.kind == "static")))
             self._send(slot, commands)
 
     def _finish(self, flight: _Flight) -> Evaluation | Failure | str:

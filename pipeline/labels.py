@@ -15,8 +15,7 @@ twice.
 
 from __future__ import annotations
 
-import fcntl
-import os
+import logging
 import re
 import threading
 import time
@@ -26,6 +25,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Literal, get_args
 
 import duckdb
 import pyarrow as pa
@@ -34,28 +34,15 @@ import pyarrow.parquet as pq
 from pipeline.duck import load_sql, memory_connection
 from pipeline.encoding import fens_from_columns
 from pipeline.engine import EnginePool, Evaluation, Failure, Job, Limit
-from pipeline.store import PARQUET_OPTIONS, TMP_SUFFIX, Store, atomic_path
+from pipeline.schemas import FAILURES_SCHEMA, LABELS_SCHEMA
+from pipeline.store import PARQUET_OPTIONS, STALE_COPY_S, Store, atomic_path, file_lock
+from pipeline.store import remove_stale_tmp as store_remove_stale_tmp
 
+log = logging.getLogger(__name__)
+"""Warnings a run cannot report through its progress callback (stderr, unless logging is configured)."""
 SHARDS = 16
-ORDERS = ("first_seen", "oldest", "most_used")
-STALE_TMP_S = 3600
-_IDENTITY = [
-    ("position_key", pa.uint64()), ("planes", pa.binary(96)), ("side_to_move", pa.string()),
-    ("castling", pa.uint8()), ("ep_square", pa.int8()),
-]
-_SETTING = [("fen", pa.string()), ("engine", pa.string()), ("limit_kind", pa.string()), ("limit_value", pa.int32())]
-LABELS_SCHEMA = pa.schema(_IDENTITY + _SETTING + [
-    ("cp", pa.int32()), ("mate", pa.int16()), ("score", pa.int32()),
-    ("best_move", pa.string()), ("pv", pa.string()),
-    ("depth", pa.int16()), ("seldepth", pa.int16()), ("nodes", pa.int64()), ("time_ms", pa.int32()),
-    ("threads", pa.int16()), ("hash_mb", pa.int32()), ("hash_cleared", pa.bool_()),
-    ("labelled_at", pa.timestamp("us", tz="UTC")), ("run_id", pa.string()),
-])
-FAILURES_SCHEMA = pa.schema(_IDENTITY + _SETTING + [
-    ("reason", pa.string()), ("attempts", pa.int16()),
-    ("failed_at", pa.timestamp("us", tz="UTC")), ("run_id", pa.string()),
-    ("hash_cleared", pa.bool_()),  # the setting's mode, as in labels (NULL in parts written before it)
-])
+Order = Literal["first_seen", "oldest", "most_used"]
+ORDERS: tuple[str, ...] = get_args(Order)
 
 
 @dataclass(frozen=True)
@@ -165,7 +152,7 @@ class LabelRun:
     relabel: bool = False
     """False: label positions with no label for this setting. True: re-label positions
     whose labels all fall short of it (shallower, or by another engine version)."""
-    order: str = "first_seen"
+    order: Order = "first_seen"
     """Re-labelling order: oldest (newest label oldest first) or most_used."""
     max_positions: int = 0
     """Stop handing out positions after this many (0: no bound)."""
@@ -252,36 +239,15 @@ def failures_dir(store: Store, setting: Setting) -> Path:
 @contextmanager
 def shard_lock(store: Store, setting: Setting, shard: int) -> Iterator[bool]:
     """Try to lock one shard of one setting; yields whether this process holds it."""
-    path = store.root / "labels" / ".locks" / f"{setting.slug}.shard-{shard:02d}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)  # closing drops the lock
+    with file_lock(store.root / "labels" / ".locks" / f"{setting.slug}.shard-{shard:02d}.lock", wait=False) as held:
+        yield held
 
 
-def remove_stale_tmp(store: Store, setting: Setting, max_age_s: float = STALE_TMP_S) -> int:
-    """Temp files of parts are written and renamed within a second; older ones are left
-    by killed runs and are removed."""
-    removed = 0
-    now = time.time()
-    for d in (labels_dir(store, setting), failures_dir(store, setting)):
-        if not d.is_dir():
-            continue
-        for p in d.glob(f".*{TMP_SUFFIX}"):
-            try:
-                if now - p.stat().st_mtime > max_age_s:
-                    p.unlink()
-                    removed += 1
-            except FileNotFoundError:
-                pass
-    return removed
+def remove_stale_tmp(store: Store, setting: Setting) -> int:
+    """Temporary part files left by killed runs of this setting (atomic_path holds a lock on
+    each live one, so a free lock means a dead writer)."""
+    return sum(store_remove_stale_tmp(d, min_age_s=STALE_COPY_S) for d in (labels_dir(store, setting),
+                                                                          failures_dir(store, setting)))
 
 
 class _PartWriter:
@@ -428,8 +394,14 @@ def label_store(store: Store, pool: EnginePool, run: LabelRun,
             # The total (for the ETA) is counted beside the first shard's query, not before it:
             # the engines start a fraction of a second sooner.
             cursor = con.cursor()
-            counter = threading.Thread(target=lambda: setattr(stats, "pending_before",
-                                                              count_pending(cursor, setting, run)), daemon=True)
+            def count() -> None:
+                try:
+                    stats.pending_before = count_pending(cursor, setting, run)
+                except Exception as e:  # the labelling goes on; only the total and the ETA are missing
+                    log.warning("could not count the pending positions, so this run shows no total and no ETA: %s",
+                                str(e).splitlines()[0] if str(e) else type(e).__name__)
+
+            counter = threading.Thread(target=count, daemon=True)
             counter.start()
             for shard in run.shards:
                 if stats.stopped_by:
@@ -463,8 +435,12 @@ def coverage(store: Store, setting: Setting) -> dict:
             "repeat_share": 1 - distinct / positions if positions else 0.0}
 
 
-def integrity(store: Store, setting: Setting) -> dict:
-    """Rows, duplicate labels and out-of-contract scores of one setting."""
+def integrity(store: Store, setting: Setting, run_id: str = "") -> dict:
+    """Rows, duplicate labels and out-of-contract scores of one setting (out_of_range_this_run:
+    those written by run_id; every label is validated before it is written, so only labels from
+    before that validation, or a defect, can break the contract)."""
     with memory_connection(store) as con:
-        rows, dups, bad, lo, hi = con.execute(load_sql("queries/label_checks"), setting.params()).fetchall()[0]
-    return {"rows": rows, "duplicates": dups, "out_of_range": bad, "min_score": lo, "max_score": hi}
+        rows, dups, bad, bad_now, lo, hi = con.execute(
+            load_sql("queries/label_checks"), {**setting.params(), "run_id": run_id}).fetchall()[0]
+    return {"rows": rows, "duplicates": dups, "out_of_range": bad, "out_of_range_this_run": bad_now,
+            "min_score": lo, "max_score": hi}

@@ -1,6 +1,7 @@
 """The store: one root directory holding archives, Parquet tables, DuckDB and Dagster.
 
-Layout (see ARCHITECTURE.md, "Store contract"):
+Layout (the store contract, every table with its columns: docs/STORE.md; the schemas:
+pipeline/schemas.py):
 
     <root>/archives/                 archive files (or links to them); one partition each
     <root>/games/archive=<key>/data.parquet
@@ -26,7 +27,7 @@ import stat
 import tempfile
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,20 +126,28 @@ class Store:
     def locks_dir(self) -> Path:
         return self.root / ".locks"
 
-    def scan_archives(self) -> "ArchiveScan":
+    def scan_archives(self, hash_budget_s: float | None = None) -> "ArchiveScan":
         """Walk the archives folder once (links followed, loops cut, each real file once),
-        hash new or changed files, and map every file to its partition key."""
+        hash new or changed files, and map every file to its partition key.
+
+        hash_budget_s: stop starting new hashes after this long (sha256 reads ~280 MB/s here);
+        the files left unhashed are left out of this scan (`unhashed` counts them) and hashed by
+        a later one, the hashes already made being kept. The sensor uses it to finish its tick."""
         files, dangling = _walk_archives(self.archives_dir)
         if not files and not dangling:
             return ArchiveScan({}, {}, {}, dangling)
         old = _read_index(self.index_path)
         cache = old.get("files", {})
         hashed: dict[str, tuple[list, str]] = {}
+        deadline = None if hash_budget_s is None else time.monotonic() + hash_budget_s
+        unhashed = 0
         for rel, path, st in files:
             sig = _signature(st)
             entry = cache.get(rel)
             if entry and entry.get("sig") == sig:
                 hashed[rel] = (sig, entry["sha256"])
+            elif deadline is not None and time.monotonic() > deadline:
+                unhashed += 1
             else:
                 try:
                     hashed[rel] = (sig, file_sha256(path))
@@ -177,7 +186,7 @@ class Store:
             index["files"] = {rel: {"sig": sig, "sha256": h} for rel, (sig, h) in hashed.items()}
             if index != old:
                 _write_json(self.index_path, index)
-        return ArchiveScan(archives, hashes, duplicates, dangling)
+        return ArchiveScan(archives, hashes, duplicates, dangling, unhashed)
 
     def find_archives(self) -> dict[str, Path]:
         """Every distinct archive under the archives folder (recursively), by partition key."""
@@ -226,39 +235,43 @@ class Store:
                         return key
         remove_stale_tmp(self.archives_dir, min_age_s=STALE_COPY_S)
         digest = file_sha256(real)
-        scan = self.scan_archives()
-        for key, h in scan.hashes.items():
-            if h == digest:
-                return key
-        stem, suffix = _split_suffix(name)
-        n = 0
-        while True:
-            target = self.archives_dir / (name if n == 0 else _numbered(stem, n, suffix))
-            if target.is_symlink() or target.exists():
-                n += 1
-                continue
-            try:
-                if copy:
-                    with atomic_path(target) as tmp:
-                        shutil.copyfile(real, tmp)
-                else:
-                    target.symlink_to(real)
-            except OSError as e:
-                raise_if_no_space(e, target)
-                raise
-            break
-        # Registered only now, with its final name in place.
-        scan = self.scan_archives()
-        for key, path in scan.archives.items():
-            if path == target:
-                return key
-        return scan.duplicates[target]
+        # One adder at a time from the content check to the registration: two adds of
+        # different files under one name must not both take it (os.replace would put one
+        # over the other), nor two adds of the same bytes make two archives.
+        with file_lock(self.locks_dir / "archive_add.lock"):
+            scan = self.scan_archives()
+            for key, h in scan.hashes.items():
+                if h == digest:
+                    return key
+            stem, suffix = _split_suffix(name)
+            n = 0
+            while True:
+                target = self.archives_dir / (name if n == 0 else _numbered(stem, n, suffix))
+                if target.is_symlink() or target.exists():
+                    n += 1
+                    continue
+                try:
+                    if copy:
+                        with atomic_path(target) as tmp:
+                            shutil.copyfile(real, tmp)
+                    else:
+                        target.symlink_to(real)
+                except OSError as e:
+                    raise_if_no_space(e, target)
+                    raise
+                break
+            # Registered only now, with its final name in place.
+            scan = self.scan_archives()
+            for key, path in scan.archives.items():
+                if path == target:
+                    return key
+            return scan.duplicates[target]
 
     # Locks ------------------------------------------------------------------------
 
     @contextmanager
     def _index_lock(self):
-        with _flocked(self.locks_dir / "archive_index.lock"):
+        with file_lock(self.locks_dir / "archive_index.lock"):
             yield
 
     @contextmanager
@@ -270,7 +283,7 @@ class Store:
         message saying so) and then writes it again. While the lock is held, no other run
         writes the partition, so temporary files found in it are stale and may go."""
         path = self.locks_dir / "partitions" / f"{key}.lock"
-        with _flocked(path, on_wait=on_wait, what=f"partition {key}"):
+        with file_lock(path, on_wait=on_wait, what=f"partition {key}"):
             yield
 
 
@@ -284,6 +297,8 @@ class ArchiveScan:
     """Files whose content is another partition's: path -> that partition's key."""
     dangling: list[Path]
     """Links in the archives folder whose target is missing."""
+    unhashed: int = 0
+    """New or changed files left for a later scan (the hashing time budget ran out)."""
 
 
 class ArchiveNameError(ValueError):
@@ -357,22 +372,29 @@ def _write_json(path: Path, data: dict) -> None:
 
 
 @contextmanager
-def _flocked(path: Path, on_wait: Callable[[str], None] | None = None, what: str = ""):
-    """An exclusive flock on path (created if needed), waiting for it if another holds it.
-    The file holds the holder's pid, for the message a waiter gets."""
+def file_lock(path: Path, wait: bool = True, on_wait: Callable[[str], None] | None = None,
+              what: str = "") -> Iterator[bool]:
+    """An exclusive flock on path (created if needed); yields whether this process holds it.
+
+    wait: block until another holder lets go (on_wait gets a message naming its pid first),
+    else yield False at once. The kernel drops the lock when the holder exits, however it
+    exits. The file holds the holder's pid, for the message a waiter gets."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if not wait:
+                yield False
+                return
             if on_wait is not None:
                 holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
                 on_wait(f"{what} is being written by another run (pid {holder}); waiting for it to finish")
             fcntl.flock(fd, fcntl.LOCK_EX)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield
+        yield True
     finally:
         os.close(fd)  # closing drops the lock
 

@@ -294,8 +294,10 @@ def _cli(tmp_path, *argv, env: dict | None = None) -> subprocess.CompletedProces
                           text=True, timeout=300)
 
 
+@pytest.mark.slow  # 14 CLI processes (6 to 39 s on the shared 2-core machine); its `label` case starts the engine
 def test_errors_end_in_one_line_and_debug_shows_the_traceback(tmp_path):
     home = tmp_path / "store"
+    (home / "archives").mkdir(parents=True)  # an existing store (a new one is named on stderr first)
     (tmp_path / "notes.txt").write_text("not chess\n")
     (tmp_path / "afile").write_text("x")
     cases = [
@@ -306,6 +308,8 @@ def test_errors_end_in_one_line_and_debug_shows_the_traceback(tmp_path):
         (["sql", "COPY games TO 'x.csv'"], "refused"),
         (["report", "no_such_report"], "no report"),
         (["evaluate", "nosuch"], "no model nosuch"),
+        (["label", "--depth", "x"], "invalid int value: 'x' (see `chess-pipeline label --help`)"),
+        (["nosuch"], "invalid choice: 'nosuch'"),
     ]
     for argv, expect in cases:
         r = _cli(tmp_path, "--home", str(home), *argv)
@@ -471,10 +475,12 @@ def test_a_hung_position_costs_seconds_and_is_recorded(home, capsys, tmp_path, s
     assert again["attempts"] == 1 and "within 0.5s" in again["reason"]
 
 
-def test_a_failed_error_check_makes_label_say_so_and_exit_non_zero(home, capsys, tmp_path, stockfish):
-    """A label out of range in the store (written by an older version or a faulty engine):
-    scores_in_range fails, and the CLI names it in one line and exits non-zero. An unfinished
-    coverage (WARN) after a bounded run is only a note."""
+def test_a_broken_label_from_an_older_version_is_a_note_not_a_failure_of_every_run(home, capsys, tmp_path,
+                                                                                  stockfish):
+    """A label out of range in the store (written before labels were validated): scores_in_range
+    does not pass, and the CLI says so in one note line, but the run, which wrote only valid
+    labels, exits 0 (as an ERROR it failed every later run, and nothing could remove the row).
+    An unfinished coverage (WARN) after a bounded run is a note too."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -485,14 +491,14 @@ def test_a_failed_error_check_makes_label_say_so_and_exit_non_zero(home, capsys,
     part = sorted((home / "labels").glob("*/part-*.parquet"))[0]
     table = pq.read_table(part)
     row = table.slice(0, 1).to_pylist()[0]
-    row.update(position_key=row["position_key"] ^ 1, cp=99999, mate=None, score=99999)  # a key not in the store
+    row.update(position_key=row["position_key"] ^ 1, cp=99999, mate=None, score=99999, run_id="older")
     pq.write_table(pa.Table.from_pylist([row], schema=table.schema), part.with_name("part-bad.parquet"))
-    with pytest.raises(SystemExit) as exit_:
-        main(["--home", str(home), "label", "--limit", "2", "--workers", "1"])
-    message = str(exit_.value.code)
-    assert message.startswith("chess-pipeline label: check scores_in_range of labels did not pass: 1 label(s)")
-    assert "\n" not in message and "99999" in message
-    assert "2 labelled" in capsys.readouterr().out  # the summary is still printed
+    main(["--home", str(home), "label", "--limit", "2", "--workers", "1"])
+    out = capsys.readouterr().out
+    assert "2 labelled" in out
+    notes = [line for line in out.splitlines() if "scores_in_range" in line]
+    assert len(notes) == 1 and notes[0].startswith("note: check scores_in_range of labels did not pass: 1 label(s)")
+    assert "none by this run" in notes[0]
 
 
 def test_ingest_says_when_the_store_does_not_reconcile_with_the_file(home, capsys, tmp_path):
@@ -560,6 +566,7 @@ def test_datasets_and_train_name_missing_labels_in_one_line_and_label_flags_choo
     assert rc == 1 and err == "chess-pipeline datasets: --label-depth: depth limit must be at least 1, got 0\n"
 
 
+@pytest.mark.slow  # an ingest and a CLI process of its own: 10 s on a loaded 2-core machine
 def test_a_set_no_game_qualifies_for_is_not_100_percent_covered(home, tmp_path):
     pgn = tmp_path / "club.pgn"
     pgn.write_text('[Event "c"]\n[WhiteElo "1500"]\n[BlackElo "1600"]\n[Result "1-0"]\n\n1. e4 e5 2. Qh5 Nc6 '

@@ -216,3 +216,86 @@ def test_the_reproducible_setting_is_the_default_everywhere(stockfish):
     assert EnginePool(stockfish).clear_hash is True
     resource = StockfishResource()
     assert resource.clear_hash is True and resource.make_pool().clear_hash is True
+
+
+STATIC_WRAPPER = '''#!{python}
+"""Stockfish, with the `readyok` after every {n}th static evaluation replaced by a junk line."""
+import subprocess, sys
+sf = subprocess.Popen([{stockfish!r}], stdout=subprocess.PIPE)
+out = sys.stdout.buffer
+evals = 0
+after_eval = False
+for line in sf.stdout:
+    if line.startswith(b"Final evaluation"):
+        evals += 1
+        after_eval = True
+    elif line.startswith(b"readyok") and after_eval:
+        after_eval = False
+        if evals % {n} == 0:
+            line = b"junk instead of readyok\\n"
+    out.write(line)
+    out.flush()
+'''
+
+
+def test_a_static_evaluation_never_lands_on_another_position(tmp_path, stockfish, games_pgn):
+    """The static eval is fenced too: a missing `readyok` after every 10th evaluation moves no
+    figure onto the next position (before the fence, the figures after the first such line all
+    landed on the position before theirs)."""
+    static = Limit("static")
+    reference = _store(tmp_path / "ref", games_pgn)
+    with EnginePool(stockfish, workers=1) as pool:
+        label_store(reference, pool, LabelRun(limit=static))
+    expected = {r["fen"]: r["cp"] for r in _rows(reference, "labels")}
+    assert len(expected) > 100
+    path = tmp_path / "stockfish-static-junk"
+    path.write_text(STATIC_WRAPPER.format(python=sys.executable, stockfish=stockfish, n=10))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    store = _store(tmp_path, games_pgn)
+    with EnginePool(str(path), workers=2, timeout_s=5) as pool:
+        label_store(store, pool, LabelRun(limit=static))
+    got = {r["fen"]: r["cp"] for r in _rows(store, "labels")}
+    assert got == expected
+
+
+EAGER_PERFT_WRAPPER = '''#!{python}
+"""Stockfish 15.1 made to answer `go perft` at once, even during a search, as Stockfish 17 does."""
+import subprocess, sys, threading
+sf = subprocess.Popen([{stockfish!r}], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+lock = threading.Lock()
+
+def pump():
+    for line in sf.stdout:
+        with lock:
+            sys.stdout.buffer.write(line)
+            sys.stdout.buffer.flush()
+
+threading.Thread(target=pump, daemon=True).start()
+for line in sys.stdin.buffer:
+    if line.startswith(b"go perft"):
+        with lock:
+            sys.stdout.buffer.write(b"Nodes searched: 0\\n\\n")
+            sys.stdout.buffer.flush()
+        continue
+    sf.stdin.write(line)
+    sf.stdin.flush()
+    if line.startswith(b"quit"):
+        break
+sf.wait()
+'''
+
+
+def test_the_hash_kept_mode_refuses_an_engine_whose_perft_does_not_wait_for_the_search(tmp_path, stockfish):
+    from pipeline.engine import EngineError
+
+    path = tmp_path / "stockfish-eager-perft"
+    path.write_text(EAGER_PERFT_WRAPPER.format(python=sys.executable, stockfish=stockfish))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    with pytest.raises(EngineError, match="answers `go perft` during a search"):
+        with EnginePool(str(path), workers=1, clear_hash=False):
+            pass
+    with EnginePool(str(path), workers=1) as pool:  # the reproducible mode's fence is isready
+        results = list(pool.run([Job(0, chess.STARTING_FEN, True)], DEPTH))
+    assert isinstance(results[0], Evaluation)
+    with EnginePool(stockfish, workers=1, clear_hash=False) as pool:  # 15.1 itself passes the check
+        assert isinstance(next(iter(pool.run([Job(0, chess.STARTING_FEN, True)], DEPTH))), Evaluation)

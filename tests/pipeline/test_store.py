@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from pipeline.store import Store, partition_key
@@ -209,3 +211,41 @@ def test_stale_progress_files_go_and_live_ones_stay(tmp_path):
     (store.root / "labels" / f".progress-{os.getpid()}.json").write_text("{}")
     assert remove_stale_progress_files(store) == 1
     assert [p.name for p in (store.root / "labels").iterdir()] == [f".progress-{os.getpid()}.json"]
+
+
+def _add_copy(root: str, source: str, start) -> str:
+    start.wait()
+    return Store(Path(root)).add_archive(Path(source), copy=True)
+
+
+def test_concurrent_copies_of_different_files_under_one_name_keep_every_file(tmp_path):
+    """Six processes add six different `big.pgn` at once: six archives, each file's bytes
+    kept (before the add lock, two could take one name and one copy replaced the other)."""
+    import multiprocessing
+
+    store = Store(tmp_path / "store").ensure()
+    sources = []
+    for i in range(6):
+        (tmp_path / f"d{i}").mkdir()
+        path = tmp_path / f"d{i}" / "big.pgn"
+        path.write_text(f'[Event "copy {i}"]\n[Result "*"]\n\n1. e4 *\n' * 20000)
+        sources.append(path)
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Manager().Barrier(len(sources))
+    with ctx.Pool(len(sources)) as pool:
+        keys = pool.starmap(_add_copy, [(str(store.root), str(p), start) for p in sources])
+    assert len(set(keys)) == len(sources)
+    kept = {store.archive_path(k).read_bytes() for k in keys}
+    assert kept == {p.read_bytes() for p in sources}
+
+
+def test_a_scan_with_a_hashing_budget_leaves_new_files_for_the_next_scan(tmp_path):
+    store = Store(tmp_path / "store").ensure()
+    for i in range(3):
+        (store.archives_dir / f"a{i}.pgn").write_text(f'[Event "{i}"]\n[Result "*"]\n\n1. e4 *\n')
+    first = store.scan_archives(hash_budget_s=0)
+    assert first.unhashed == 3 and first.archives == {}
+    full = store.scan_archives()
+    assert full.unhashed == 0 and sorted(full.archives) == ["a0.pgn", "a1.pgn", "a2.pgn"]
+    cached = store.scan_archives(hash_budget_s=0)  # hashes already made are kept: nothing to hash
+    assert cached.unhashed == 0 and cached.hashes == full.hashes
