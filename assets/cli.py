@@ -281,7 +281,7 @@ def _print_table(table, fmt: str) -> None:
     if fmt == "csv":
         import pyarrow.csv as pacsv
 
-        pacsv.write_csv(table, sys.stdout.buffer)
+        pacsv.write_csv(_csv_ready(table), sys.stdout.buffer)
         sys.stdout.flush()
     elif fmt == "json":
         print(json.dumps(table.to_pylist(), default=_json_default, indent=1))
@@ -290,6 +290,25 @@ def _print_table(table, fmt: str) -> None:
 
         with pl.Config(tbl_rows=200, tbl_cols=30, fmt_str_lengths=60, tbl_width_chars=200):
             print(pl.from_arrow(table))
+
+
+def _csv_ready(table):
+    """CSV holds text: bytes (planes) as hex, as the JSON output gives them, and nested values
+    (extra_headers' map, lists) as JSON, instead of Arrow's refusal to write them."""
+    import pyarrow as pa
+
+    for i, f in enumerate(table.schema):
+        t = f.type
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+            values = [None if v is None else v.hex() for v in table.column(i).to_pylist()]
+        elif pa.types.is_nested(t):
+            as_map = pa.types.is_map(t)
+            values = [None if v is None else json.dumps(dict(v) if as_map else v, default=_json_default)
+                      for v in table.column(i).to_pylist()]
+        else:
+            continue
+        table = table.set_column(i, f.name, pa.array(values, pa.string()))
+    return table
 
 
 def _json_default(v):
@@ -804,6 +823,11 @@ def main(argv: list[str] | None = None) -> None:
             raise
         print(f"chess-pipeline {args.command}: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
+    except BrokenPipeError:
+        # The reader went away (`... | head`): as Unix tools do, stop quietly. Python would
+        # report the pipe again when it flushes stdout at exit, so point stdout at /dev/null.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(141 if not debug else 1) from None
     except Exception as e:
         if debug:
             raise

@@ -577,3 +577,41 @@ def test_a_set_no_game_qualifies_for_is_not_100_percent_covered(home, tmp_path):
     assert err == ("chess-pipeline datasets: sabatelli_3class has no rows: none of the store's 1 games gives "
                    "positions of games whose players are both rated over 2000, or of engine games (min_elo 0 would "
                    "keep 8 positions: set min_elo lower in the run config)\n")
+
+
+def test_csv_holds_every_column_and_a_closed_pipe_ends_quietly(home, capsys, tmp_path):
+    """Planes (bytes) come out as hex and extra_headers (a map) as JSON, where Arrow's CSV
+    writer refused both; `... | head` ends the command without a word (exit 141, as SIGPIPE)."""
+    import csv
+    import io
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from pipeline.encoding import fen_from_row
+
+    pgn = tmp_path / "annotated.pgn"
+    pgn.write_text('[Event "x"]\n[Annotator "me, with a comma"]\n[Result "*"]\n\n1. e4 e5 *\n')
+    main(["--home", str(home), "ingest", str(pgn)])
+    capsys.readouterr()
+    main(["--home", str(home), "sql", "SELECT * FROM positions ORDER BY ply", "--format", "csv"])
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == 3 and all(len(r["planes"]) == 192 for r in rows)
+    last = rows[-1]
+    fen = fen_from_row(bytes.fromhex(last["planes"]), last["side_to_move"], int(last["castling"]),
+                       int(last["ep_square"]) if last["ep_square"] else None, int(last["halfmove_clock"]),
+                       int(last["fullmove_number"]))
+    assert fen == "rnbqkbnr/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/RNBQKBNR w KQkq - 0 2"
+    main(["--home", str(home), "sql", "SELECT extra_headers FROM games", "--format", "csv"])
+    [row] = csv.DictReader(io.StringIO(capsys.readouterr().out))
+    assert json.loads(row["extra_headers"]) == {"Annotator": "me, with a comma"}
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k != "CHESS_PIPELINE_HOME"}
+    cli = subprocess.Popen([sys.executable, "-m", "assets.cli", "--home", str(home), "sql",
+                            "SELECT * FROM range(200000)", "--format", "csv"],
+                           cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cli.stdout.readline()
+    cli.stdout.close()  # the reader goes away, as `head -1` does
+    _, err = cli.communicate(timeout=120)
+    assert cli.returncode == 141 and err.decode().strip() == ""
