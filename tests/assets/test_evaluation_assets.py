@@ -15,16 +15,21 @@ from tests.stores import first_games, labelled_store
 MODELS = ["mlp_bitmap_3class", "cnn_features_3class"]
 
 
-@pytest.fixture
-def trained(instance, tmp_path, stockfish, fics_2022):
-    store = labelled_store(tmp_path, first_games(fics_2022, 24, tmp_path / "src.pgn"), stockfish)
+def _train(instance, tmp_path, stockfish, fics_2022, games: int, models: list[str]):
+    """A store of `games` real labelled games and `models` trained one epoch on them."""
+    store = labelled_store(tmp_path, first_games(fics_2022, games, tmp_path / "src.pgn"), stockfish)
     resources = {"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(workers=1)}
     split = {"seed": 0, "val_fraction": 0.2, "test_fraction": 0.2, "min_elo": 1500}
     assert dg.materialize(dataset_assets, selection=["sabatelli_3class"], instance=instance, resources=resources,
                           run_config={"ops": {"sabatelli_3class": {"config": split}}}).success
-    assert dg.materialize(model_assets, selection=MODELS, instance=instance, resources=resources,
-                          run_config={"ops": {m: {"config": {"epochs": 1}} for m in MODELS}}).success
+    assert dg.materialize(model_assets, selection=models, instance=instance, resources=resources,
+                          run_config={"ops": {m: {"config": {"epochs": 1}} for m in models}}).success
     return store, resources
+
+
+@pytest.fixture
+def trained(instance, tmp_path, stockfish, fics_2022):
+    return _train(instance, tmp_path, stockfish, fics_2022, 24, MODELS)
 
 
 def test_evaluation_assets_end_to_end(instance, trained, shared_data):
@@ -102,14 +107,7 @@ def test_evaluation_fails_clearly_before_the_model_is_trained(instance, tmp_path
 @pytest.fixture
 def one_model(instance, tmp_path, stockfish, fics_2022):
     """The 3-class MLP trained one epoch on 8 real games: the cheapest model the suites can load."""
-    store = labelled_store(tmp_path, first_games(fics_2022, 8, tmp_path / "src.pgn"), stockfish)
-    resources = {"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(workers=1)}
-    split = {"seed": 0, "val_fraction": 0.2, "test_fraction": 0.2, "min_elo": 1500}
-    assert dg.materialize(dataset_assets, selection=["sabatelli_3class"], instance=instance, resources=resources,
-                          run_config={"ops": {"sabatelli_3class": {"config": split}}}).success
-    assert dg.materialize(model_assets, selection=[MODELS[0]], instance=instance, resources=resources,
-                          run_config={"ops": {MODELS[0]: {"config": {"epochs": 1}}}}).success
-    return store, resources
+    return _train(instance, tmp_path, stockfish, fics_2022, 8, MODELS[:1])
 
 
 def test_bad_suites_and_lines_do_not_stop_the_suites_asset(instance, one_model, tmp_path):
