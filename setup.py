@@ -6,5 +6,8 @@ pipeline.replay and pipeline.games run their Python loops instead (slower, same 
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("pipeline._replay", ["pipeline/_replay.c"], optional=True,
-                             extra_compile_args=["-O3", "-std=c99"])])
+setup(
+    ext_modules=[
+        Extension("pipeline._replay", ["pipeline/_replay.c"], optional=True, extra_compile_args=["-O3", "-std=c99"])
+    ]
+)

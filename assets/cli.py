@@ -22,8 +22,16 @@ from tqdm import tqdm
 from pipeline import duck
 from pipeline.engine import find_stockfish
 from pipeline.selfplay import SelfPlayConfig, play_games
-from pipeline.store import (ARCHIVE_SUFFIXES, ArchiveNameError, NoSpaceError, Store, default_root, is_archive_name,
-                            no_space_error, remove_stale_progress_files)
+from pipeline.store import (
+    ARCHIVE_SUFFIXES,
+    ArchiveNameError,
+    NoSpaceError,
+    Store,
+    default_root,
+    is_archive_name,
+    no_space_error,
+    remove_stale_progress_files,
+)
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 COMMAND_TAG = "chess-pipeline/command"
@@ -39,6 +47,8 @@ def run_tags(assets: list, selection: list[str] | None = None) -> dict[str, str]
     names = list(selection) if selection else sorted(k.to_user_string() for a in assets for k in a.keys)
     text = ", ".join(names)
     return {COMMAND_TAG: _command.get(), ASSETS_TAG: text if len(text) <= 250 else text[:246] + " ..."}
+
+
 DAGSTER_YAML = """telemetry:
   enabled: false
 # Runs launched from the UI whose worker never starts (or never stops when cancelled) are
@@ -62,8 +72,10 @@ def _store(args) -> Store:
     new = not store.archives_dir.is_dir()
     store.ensure()
     if new:
-        print(f"chess-pipeline: created a new store at {store.root} (set CHESS_PIPELINE_HOME or --home "
-              "to use another)", file=sys.stderr)
+        print(
+            f"chess-pipeline: created a new store at {store.root} (set CHESS_PIPELINE_HOME or --home to use another)",
+            file=sys.stderr,
+        )
     return store
 
 
@@ -81,8 +93,10 @@ def _instance(store: Store) -> dg.DagsterInstance:
     from assets.runs import fail_dead_runs
 
     for run_id, pid in fail_dead_runs(instance):
-        print(f"chess-pipeline: run {run_id} was left STARTED by process {pid}, which is gone: marked failed",
-              file=sys.stderr)
+        print(
+            f"chess-pipeline: run {run_id} was left STARTED by process {pid}, which is gone: marked failed",
+            file=sys.stderr,
+        )
     remove_stale_progress_files(store)
     return instance
 
@@ -106,8 +120,9 @@ def _expand(paths: list[str]) -> list[Path]:
     return out
 
 
-def ingest_keys(store: Store, instance: dg.DagsterInstance, keys: list[str], workers: int = 0,
-                on_done=None) -> list[dict]:
+def ingest_keys(
+    store: Store, instance: dg.DagsterInstance, keys: list[str], workers: int = 0, on_done=None
+) -> list[dict]:
     """Materialise the archive tables of each partition key, one Dagster run per archive.
     on_done(summary) is called as each archive succeeds, so a later failure hides nothing."""
     from assets.ingest import archive_tables
@@ -123,8 +138,15 @@ def ingest_keys(store: Store, instance: dg.DagsterInstance, keys: list[str], wor
     for key in bar:
         bar.set_postfix_str(key[:40])
         run_config = {"ops": {"archive_tables": {"config": {"workers": workers}}}, **QUIET}
-        result = dg.materialize([archive_tables], partition_key=key, instance=instance, tags=run_tags([archive_tables]),
-                                resources=_resources(store), run_config=run_config, raise_on_error=False)
+        result = dg.materialize(
+            [archive_tables],
+            partition_key=key,
+            instance=instance,
+            tags=run_tags([archive_tables]),
+            resources=_resources(store),
+            run_config=run_config,
+            raise_on_error=False,
+        )
         if not result.success:
             failures.append((key, failure_message(result)))
             continue
@@ -132,11 +154,16 @@ def ingest_keys(store: Store, instance: dg.DagsterInstance, keys: list[str], wor
         for mat in result.get_asset_materialization_events():
             m = mat.materialization
             meta[m.asset_key.to_user_string()] = {k: v.value for k, v in m.metadata.items()}
-        summaries.append({
-            "archive": key, "games": meta["games"]["rows"], "rejected": meta["rejected_games"]["rows"],
-            "positions": meta["positions"]["rows"], "plies_per_second": meta["games"]["plies_per_second"],
-            "bytes_per_position": meta["positions"]["bytes_per_position"],
-        })
+        summaries.append(
+            {
+                "archive": key,
+                "games": meta["games"]["rows"],
+                "rejected": meta["rejected_games"]["rows"],
+                "positions": meta["positions"]["rows"],
+                "plies_per_second": meta["games"]["plies_per_second"],
+                "bytes_per_position": meta["positions"]["bytes_per_position"],
+            }
+        )
         if on_done is not None:
             on_done(summaries[-1])
         failures.extend((key, line) for line in failed_check_lines(result, errors_only=True))
@@ -182,8 +209,18 @@ def progress_bar(path: Path, desc: str, unit: str):
         path.unlink(missing_ok=True)
 
 
-def materialize_with_bar(assets: list, selection: list[str] | None, store: Store, instance: dg.DagsterInstance,
-                         run_config: dict, resources: dict, folder: str, desc: str, unit: str, what: str):
+def materialize_with_bar(
+    assets: list,
+    selection: list[str] | None,
+    store: Store,
+    instance: dg.DagsterInstance,
+    run_config: dict,
+    resources: dict,
+    folder: str,
+    desc: str,
+    unit: str,
+    what: str,
+):
     """One Dagster run with a progress bar fed through the run tag PROGRESS_TAG (a JSON file
     under <store>/<folder>). Raises SystemExit with the reason when the run fails."""
     from assets.labels import PROGRESS_TAG
@@ -191,10 +228,15 @@ def materialize_with_bar(assets: list, selection: list[str] | None, store: Store
     progress = store.root / folder / f".progress-{os.getpid()}.json"
     progress.parent.mkdir(parents=True, exist_ok=True)
     with progress_bar(progress, desc, unit):
-        result = dg.materialize(assets, selection=selection, instance=instance, resources=resources,
-                                run_config={**run_config, **QUIET},
-                                tags={**run_tags(assets, selection), PROGRESS_TAG: str(progress)},
-                                raise_on_error=False)
+        result = dg.materialize(
+            assets,
+            selection=selection,
+            instance=instance,
+            resources=resources,
+            run_config={**run_config, **QUIET},
+            tags={**run_tags(assets, selection), PROGRESS_TAG: str(progress)},
+            raise_on_error=False,
+        )
     if not result.success:
         raise SystemExit(f"chess-pipeline: {what} failed: {failure_message(result)}")
     return result
@@ -207,14 +249,26 @@ def label_positions(store: Store, instance: dg.DagsterInstance, config: dict, wo
     reason when the run fails."""
     from assets.labels import labels
 
-    result = materialize_with_bar([labels], None, store, instance, {"ops": {"labels": {"config": config}}},
-                                  _resources(store, workers, **stockfish), "labels",
-                                  "re-label" if config.get("relabel") else "label", "position", "labelling")
+    result = materialize_with_bar(
+        [labels],
+        None,
+        store,
+        instance,
+        {"ops": {"labels": {"config": config}}},
+        _resources(store, workers, **stockfish),
+        "labels",
+        "re-label" if config.get("relabel") else "label",
+        "position",
+        "labelling",
+    )
     mat = result.get_asset_materialization_events()[0].materialization
     out = {k: v.value for k, v in mat.metadata.items() if not isinstance(v.value, str) or len(v.value) < 200}
     out["checks"] = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    out["check_warnings"] = [line for line in failed_check_lines(result, errors_only=False)
-                             if line not in failed_check_lines(result, errors_only=True)]
+    out["check_warnings"] = [
+        line
+        for line in failed_check_lines(result, errors_only=False)
+        if line not in failed_check_lines(result, errors_only=True)
+    ]
     out["check_errors"] = failed_check_lines(result, errors_only=True)
     return out
 
@@ -222,24 +276,30 @@ def label_positions(store: Store, instance: dg.DagsterInstance, config: dict, wo
 CHECK_ADVICE = {
     "coverage": lambda m: (
         f"{m['unlabelled']:,} distinct position(s) have no {m['setting']} label yet (coverage {m['coverage']:.2%}): "
-        f"`chess-pipeline label` again goes on where this run stopped"),
+        f"`chess-pipeline label` again goes on where this run stopped"
+    ),
     "scores_in_range": lambda m: (
         f"{m['out_of_range']:,} label(s) of {m['setting']} break the label contract (scores {m['min_score']} to "
         f"{m['max_score']}; {m.get('out_of_range_this_run') or 'none'} by this run"
-        f"{'' if m.get('out_of_range_this_run') else ', so written before labels were validated'}): do not train on them; `chess-pipeline sql \"SELECT run_id, count(*) FROM labels "
-        f"WHERE abs(cp) >= 30000 OR (cp IS NULL) = (mate IS NULL) GROUP BY 1\"` names the runs that wrote them"),
+        f"{'' if m.get('out_of_range_this_run') else ', so written before labels were validated'}): "
+        f'do not train on them; `chess-pipeline sql "SELECT run_id, count(*) FROM labels '
+        f'WHERE abs(cp) >= 30000 OR (cp IS NULL) = (mate IS NULL) GROUP BY 1"` names the runs that wrote them'
+    ),
     "no_duplicate_labels": lambda m: (
         f"{m['duplicates']:,} position(s) labelled twice under {m['setting']}: two runs labelled the same shard; "
-        f"the views use one label each, but report it (labels/.locks should prevent it)"),
+        f"the views use one label each, but report it (labels/.locks should prevent it)"
+    ),
     "reconciles_with_file": lambda m: (
         f"{m['games_in_unclosed_comments']:,} game(s) lost inside an unclosed {{ comment (python-chess loses them "
         f"too; the games metadata's archive_warnings gives the line): close the comment and ingest the file again"
         if m.get("games_in_unclosed_comments") and m["games"] + m["rejected"] == m["games_in_file (python-chess)"]
         else f"the store holds {m['games']:,} games + {m['rejected']:,} rejected, python-chess counts "
         f"{m['games_in_file (python-chess)']:,} games in the file: games were merged or split (odd line ends, a "
-        f"byte-order mark, broken tags?); check the file, and `chess-pipeline report reject_reasons`"),
+        f"byte-order mark, broken tags?); check the file, and `chess-pipeline report reject_reasons`"
+    ),
     "one_position_per_ply": lambda m: (
-        f"{m['positions']:,} positions written, {m['sum(ply_count + 1)']:,} expected: ingest the archive again"),
+        f"{m['positions']:,} positions written, {m['sum(ply_count + 1)']:,} expected: ingest the archive again"
+    ),
 }
 """What a failed check means and what to do, from its metadata (one line each)."""
 
@@ -303,8 +363,10 @@ def _csv_ready(table):
             values = [None if v is None else v.hex() for v in table.column(i).to_pylist()]
         elif pa.types.is_nested(t):
             as_map = pa.types.is_map(t)
-            values = [None if v is None else json.dumps(dict(v) if as_map else v, default=_json_default)
-                      for v in table.column(i).to_pylist()]
+            values = [
+                None if v is None else json.dumps(dict(v) if as_map else v, default=_json_default)
+                for v in table.column(i).to_pylist()
+            ]
         else:
             continue
         table = table.set_column(i, f.name, pa.array(values, pa.string()))
@@ -325,13 +387,16 @@ def cmd_ingest(args) -> None:
         try:
             key = store.add_archive(path, copy=args.copy)
         except (ArchiveNameError, FileNotFoundError, NoSpaceError) as e:
-            raise SystemExit(f"chess-pipeline ingest: {e}")
+            raise SystemExit(f"chess-pipeline ingest: {e}") from None
         if key not in keys:  # the same content twice is one archive
             keys.append(key)
 
     def done(s: dict) -> None:
-        tqdm.write(f"{s['archive']}: {s['games']} games, {s['rejected']} rejected, {s['positions']} positions "
-                   f"({s['plies_per_second']:,} plies/s, {s['bytes_per_position']} bytes/position)", file=sys.stdout)
+        tqdm.write(
+            f"{s['archive']}: {s['games']} games, {s['rejected']} rejected, {s['positions']} positions "
+            f"({s['plies_per_second']:,} plies/s, {s['bytes_per_position']} bytes/position)",
+            file=sys.stdout,
+        )
 
     try:
         ingest_keys(store, instance, keys, workers=args.workers, on_done=done)
@@ -344,36 +409,51 @@ def cmd_demo(args) -> None:
     instance = _instance(store)
     if not store.find_archives():
         out = store.archives_dir / "selfplay-sample.pgn"
-        print(f"no archives in {store.archives_dir}: making a sample archive by Stockfish self-play ({args.games} games)")
+        print(
+            f"no archives in {store.archives_dir}: making a sample archive by Stockfish self-play ({args.games} games)"
+        )
         bar = tqdm(total=args.games, unit="game", desc="self-play", disable=None)
-        play_games(find_stockfish(), out, SelfPlayConfig(games=args.games),
-                   progress=lambda done, total: bar.update(1))
+        play_games(find_stockfish(), out, SelfPlayConfig(games=args.games), progress=lambda done, total: bar.update(1))
         bar.close()
     keys = sorted(store.find_archives())
     ingest_keys(store, instance, keys, workers=args.workers)
     from assets.ingest import duckdb_views
 
-    dg.materialize([duckdb_views], instance=instance, resources=_resources(store), run_config=QUIET,
-                   tags=run_tags([duckdb_views]))
+    dg.materialize(
+        [duckdb_views], instance=instance, resources=_resources(store), run_config=QUIET, tags=run_tags([duckdb_views])
+    )
     summary = label_positions(store, instance, {}, workers=args.workers)
     _print_label_summary(summary)
     _exit_on_check_errors(summary, "demo")
     # The sample is small: a fifth of its games each for val and test, so neither is empty.
     cmd_datasets(argparse.Namespace(home=str(store.root), names=[], seed=None, val_fraction=0.2, test_fraction=0.2))
     cmd_train(argparse.Namespace(home=str(store.root), models=[], profile="quick", epochs=0, device="auto"))
-    cmd_evaluate(argparse.Namespace(home=str(store.root), models=["mlp_bitmap_3class"], suites=None, quick=True,
-                                    depths=None, openings=None, only=None))
+    cmd_evaluate(
+        argparse.Namespace(
+            home=str(store.root),
+            models=["mlp_bitmap_3class"],
+            suites=None,
+            quick=True,
+            depths=None,
+            openings=None,
+            only=None,
+        )
+    )
     print(f"store: {store.root}")
     _print_table(duck.query(store, "SELECT * FROM archive_summary"), "table")
-    print(f"query it: chess-pipeline sql \"SELECT source, count(*) FROM games GROUP BY source\"  "
-          f"or  duckdb -readonly {store.duckdb_path}")
+    print(
+        f'query it: chess-pipeline sql "SELECT source, count(*) FROM games GROUP BY source"  '
+        f"or  duckdb -readonly {store.duckdb_path}"
+    )
 
 
 def _print_label_summary(m: dict) -> None:
-    print(f"labels ({m['engine']}, {m['limit']}, {m['mode']}): {m['labelled']:,} labelled, {m['failed']:,} failed "
-          f"in {m['seconds']:,}s ({m['positions_per_second']:,} positions/s on {m['engines']} engine(s)); "
-          f"coverage {m['coverage']:.2%} of {m['distinct_positions']:,} distinct positions "
-          f"({m['positions']:,} positions, {m['repeat_share']:.1%} repeats)")
+    print(
+        f"labels ({m['engine']}, {m['limit']}, {m['mode']}): {m['labelled']:,} labelled, {m['failed']:,} failed "
+        f"in {m['seconds']:,}s ({m['positions_per_second']:,} positions/s on {m['engines']} engine(s)); "
+        f"coverage {m['coverage']:.2%} of {m['distinct_positions']:,} distinct positions "
+        f"({m['positions']:,} positions, {m['repeat_share']:.1%} repeats)"
+    )
     for line in m.get("check_warnings", []):
         print(f"note: {line}")
 
@@ -387,10 +467,20 @@ def cmd_label(args) -> None:
         limit, value = "nodes", args.nodes
     else:
         limit, value = "depth", args.depth
-    config = {"limit": limit, "value": value, "max_positions": args.limit, "max_minutes": args.minutes,
-              "relabel": args.relabel, "order": args.order, "retry_failed": args.retry_failed}
-    engine = {"timeout_s": args.timeout, **({"retries": args.retries} if args.retries is not None else {}),
-              **({"clear_hash": False} if args.keep_hash else {})}
+    config = {
+        "limit": limit,
+        "value": value,
+        "max_positions": args.limit,
+        "max_minutes": args.minutes,
+        "relabel": args.relabel,
+        "order": args.order,
+        "retry_failed": args.retry_failed,
+    }
+    engine = {
+        "timeout_s": args.timeout,
+        **({"retries": args.retries} if args.retries is not None else {}),
+        **({"clear_hash": False} if args.keep_hash else {}),
+    }
     summary = label_positions(store, instance, config, workers=args.workers, **engine)
     _print_label_summary(summary)
     duck.create_views(store)
@@ -408,8 +498,15 @@ def _materialize_all(assets: list, configs: dict[str, dict], store: Store, insta
     """One Dagster run materialising the assets named in configs, each with its config."""
     names = list(configs)
     run_config = {"ops": {n: {"config": c} for n, c in configs.items()}, **QUIET}
-    result = dg.materialize(assets, selection=names, instance=instance, resources=_resources(store),
-                            run_config=run_config, raise_on_error=False, tags=run_tags(assets, names))
+    result = dg.materialize(
+        assets,
+        selection=names,
+        instance=instance,
+        resources=_resources(store),
+        run_config=run_config,
+        raise_on_error=False,
+        tags=run_tags(assets, names),
+    )
     if not result.success:
         raise SystemExit(f"chess-pipeline: {what} failed: {failure_message(result)}")
     return result
@@ -426,7 +523,7 @@ def _label_setting(args) -> dict:
             try:
                 limit = Limit(kind, 0 if given is True else given)
             except ValueError as e:
-                raise SystemExit(f"chess-pipeline datasets: --label-{kind}: {e}")
+                raise SystemExit(f"chess-pipeline datasets: --label-{kind}: {e}") from None
             setting = {"label_kind": limit.kind, "label_value": limit.value}
     if getattr(args, "label_engine", None) is not None:
         setting["label_engine"] = args.label_engine
@@ -445,17 +542,22 @@ def _add_label_flags(parser: argparse.ArgumentParser) -> None:
     kind, value, engine = (fields[f].default for f in ("label_kind", "label_value", "label_engine"))
     takers = ", ".join(n for n, spec in DATASETS.items() if "label_kind" in spec.defaults)
     g = parser.add_argument_group(
-        "label setting", f"{describe(LabelSettingConfig, 'label_kind')} Default: {setting_text(kind, value)}. "
-                         f"For the datasets built from labels: {takers}.".replace("%", "%%"))
+        "label setting",
+        f"{describe(LabelSettingConfig, 'label_kind')} Default: {setting_text(kind, value)}. "
+        f"For the datasets built from labels: {takers}.".replace("%", "%%"),
+    )
     one = g.add_mutually_exclusive_group()
     for k in LIMIT_KINDS:
         if k == "static":
             one.add_argument("--label-static", action="store_true", help="the labels of `label --static`")
         else:
             one.add_argument(f"--label-{k}", type=int, metavar="N", help=f"the labels of `label --{k} N`")
-    g.add_argument("--label-engine", metavar="NAME",
-                   help=describe(LabelSettingConfig, "label_engine").replace("%", "%%")
-                   + (f" Default: {engine!r}." if engine else ""))
+    g.add_argument(
+        "--label-engine",
+        metavar="NAME",
+        help=describe(LabelSettingConfig, "label_engine").replace("%", "%%")
+        + (f" Default: {engine!r}." if engine else ""),
+    )
 
 
 def cmd_datasets(args) -> None:
@@ -469,9 +571,11 @@ def cmd_datasets(args) -> None:
     label = _label_setting(args)
     takers = [n for n in names if "label_kind" in DATASETS[n].defaults]
     if label and not takers:
-        raise SystemExit(f"chess-pipeline datasets: {', '.join(names)} {'takes' if len(names) == 1 else 'take'} no "
-                         f"label setting (built from the games alone); the --label-* flags are for "
-                         f"{', '.join(n for n, d in DATASETS.items() if 'label_kind' in d.defaults)}")
+        raise SystemExit(
+            f"chess-pipeline datasets: {', '.join(names)} {'takes' if len(names) == 1 else 'take'} no "
+            f"label setting (built from the games alone); the --label-* flags are for "
+            f"{', '.join(n for n, d in DATASETS.items() if 'label_kind' in d.defaults)}"
+        )
     store = _store(args)
     instance = _instance(store)
     config = {"seed": args.seed} if args.seed is not None else {}
@@ -494,15 +598,19 @@ def cmd_datasets(args) -> None:
         name = mat.materialization.asset_key.to_user_string()
         if not m["rows"]:
             empty.append(name)
-            print(f"chess-pipeline datasets: {name} has no rows: {m.get('empty_reason', 'see its checks in the UI')}",
-                  file=sys.stderr)
+            print(
+                f"chess-pipeline datasets: {name} has no rows: {m.get('empty_reason', 'see its checks in the UI')}",
+                file=sys.stderr,
+            )
             continue
         rows = ", ".join(f"{s} {m[f'rows_{s}']:,}" for s in SPLITS)
         removed = ", ".join(f"{s} {m[f'removed_by_guard_{s}']:,}" for s in SPLITS)
         failed = [c for c, ok in checks.get(name, []) if not ok]
-        print(f"{name}: {rows} (leakage guard removed {removed}); label coverage "
-              f"{coverage_text(m['label_coverage'], m['candidates'])}"
-              + (f"; checks not passed: {', '.join(failed)}" if failed else ""))
+        print(
+            f"{name}: {rows} (leakage guard removed {removed}); label coverage "
+            f"{coverage_text(m['label_coverage'], m['candidates'])}"
+            + (f"; checks not passed: {', '.join(failed)}" if failed else "")
+        )
     duck.create_views(store)
     if len(empty) == len(names):  # nothing useful built
         raise SystemExit(1)
@@ -520,8 +628,11 @@ def cmd_train(args) -> None:
     by_dataset: dict[str, list[str]] = {}
     for n in names:
         by_dataset.setdefault(MODELS[n].dataset, []).append(n)
-    problems = [f"chess-pipeline train: {', '.join(models)} cannot train: {problem}"
-                for dataset, models in by_dataset.items() if (problem := dataset_problem(store, dataset))]
+    problems = [
+        f"chess-pipeline train: {', '.join(models)} cannot train: {problem}"
+        for dataset, models in by_dataset.items()
+        if (problem := dataset_problem(store, dataset))
+    ]
     if problems:  # before Dagster and torch start: one line each, what is missing and the fix
         raise SystemExit("\n".join(problems))
     instance = _instance(store)
@@ -532,15 +643,25 @@ def cmd_train(args) -> None:
     for mat in result.get_asset_materialization_events():
         m = {k: v.value for k, v in mat.materialization.metadata.items()}
         name = mat.materialization.asset_key.to_user_string()
-        score = (f"test accuracy {m['test_accuracy']:.2%} (majority class {m['majority_class_accuracy']:.2%})"
-                 if "test_accuracy" in m else f"test MSE {m['test_mse']:.5f}, cp MAE {m['test_cp_mae']:.0f}")
-        print(f"{name}: {score} on {m['rows_test']:,} test positions; {m['epochs']} epochs on {m['rows_train']:,} "
-              f"rows in {m['seconds']:.0f}s ({m['train_positions_per_second']:,} positions/s, {m['device']}); "
-              f"published: {m['published']}")
+        score = (
+            f"test accuracy {m['test_accuracy']:.2%} (majority class {m['majority_class_accuracy']:.2%})"
+            if "test_accuracy" in m
+            else f"test MSE {m['test_mse']:.5f}, cp MAE {m['test_cp_mae']:.0f}"
+        )
+        print(
+            f"{name}: {score} on {m['rows_test']:,} test positions; {m['epochs']} epochs on {m['rows_train']:,} "
+            f"rows in {m['seconds']:.0f}s ({m['train_positions_per_second']:,} positions/s, {m['device']}); "
+            f"published: {m['published']}"
+        )
     from assets.training import model_results
 
-    dg.materialize([model_results], instance=instance, resources=_resources(store), run_config=QUIET,
-                   tags=run_tags([model_results]))
+    dg.materialize(
+        [model_results],
+        instance=instance,
+        resources=_resources(store),
+        run_config=QUIET,
+        tags=run_tags([model_results]),
+    )
     print(f"results table: {store.root / 'reports' / 'model_results.md'}")
     duck.create_views(store)
 
@@ -566,8 +687,10 @@ def cmd_evaluate(args) -> None:
         raise SystemExit(f"chess-pipeline evaluate: no model {', '.join(unknown)}; known: {', '.join(MODELS)}")
     untrained = [n for n in names if n not in trained]
     if untrained or not names:
-        raise SystemExit(f"chess-pipeline evaluate: not trained yet: {', '.join(untrained) or 'any model'} "
-                         f"(chess-pipeline train ...)")
+        raise SystemExit(
+            f"chess-pipeline evaluate: not trained yet: {', '.join(untrained) or 'any model'} "
+            f"(chess-pipeline train ...)"
+        )
     quick = QUICK_EVALUATION if args.quick else {"suites": {}, "matches": {}, "head_to_head": {}}
     suites = dict(quick["suites"], **({"suites_dir": str(Path(args.suites).resolve())} if args.suites else {}))
     matches, head = dict(quick["matches"]), dict(quick["head_to_head"])
@@ -586,12 +709,26 @@ def cmd_evaluate(args) -> None:
     if args.only != "suites" and all(m in names for m in HEAD_TO_HEAD_MODELS):
         selection.append("eval_head_to_head")
         ops["eval_head_to_head"] = {"config": head}
-    materialize_with_bar(evaluation_assets, selection, store, instance, {"ops": ops}, _resources(store),
-                         "evaluation_results", "evaluate", "step", "evaluation")
+    materialize_with_bar(
+        evaluation_assets,
+        selection,
+        store,
+        instance,
+        {"ops": ops},
+        _resources(store),
+        "evaluation_results",
+        "evaluate",
+        "step",
+        "evaluation",
+    )
     duck.create_views(store)
-    rows = duck.query(store, "SELECT model, suite, metric, round(value, 4) AS value, n FROM evaluation_results "
-                             "WHERE model IN (SELECT unnest($models)) AND suite NOT LIKE '%/%' "
-                             "ORDER BY model, suite, metric", params={"models": names})
+    rows = duck.query(
+        store,
+        "SELECT model, suite, metric, round(value, 4) AS value, n FROM evaluation_results "
+        "WHERE model IN (SELECT unnest($models)) AND suite NOT LIKE '%/%' "
+        "ORDER BY model, suite, metric",
+        params={"models": names},
+    )
     _print_table(rows, "table")
     print(f"reports: {store.root / 'reports' / 'evaluation'}")
 
@@ -608,7 +745,7 @@ def cmd_report(args) -> None:
     try:
         sql = duck.load_sql(f"reports/{args.name}")
     except FileNotFoundError:
-        raise SystemExit(f"chess-pipeline report: no report {args.name!r}; see sql/reports/")
+        raise SystemExit(f"chess-pipeline report: no report {args.name!r}; see sql/reports/") from None
     _print_table(duck.query(store, sql), args.format)
 
 
@@ -624,8 +761,20 @@ def cmd_ui(args) -> None:
     # A sensor tick hashes at most one new archive past its 20 s budget, but one 30 GB file
     # takes ~2 minutes at sha256's ~280 MB/s: give ticks 10 minutes, not Dagster's 60 s.
     env = {"DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS": "600", **os.environ, "CHESS_PIPELINE_HOME": str(store.root)}
-    cmd = [sys.executable, "-m", "dagster", "dev", "-m", "assets.definitions", "-d", code_dir,
-           "-h", "127.0.0.1", "-p", str(args.port)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "dagster",
+        "dev",
+        "-m",
+        "assets.definitions",
+        "-d",
+        code_dir,
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(args.port),
+    ]
     print(" ".join(cmd), file=sys.stderr)
     proc = subprocess.Popen(cmd, env=env, cwd=store.root)
     try:
@@ -673,8 +822,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _Parser(prog="chess-pipeline", description="PGN archives -> position store -> evaluators")
     p.add_argument("--home", help="store root (default: $CHESS_PIPELINE_HOME, else ./store)")
-    p.add_argument("--debug", action="store_true",
-                   help="show the Python traceback of an error (also: CHESS_PIPELINE_DEBUG=1)")
+    p.add_argument(
+        "--debug", action="store_true", help="show the Python traceback of an error (also: CHESS_PIPELINE_DEBUG=1)"
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("ingest", help="add archives (files or folders) and ingest them through Dagster")
@@ -696,20 +846,39 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", type=int, default=0, help="label at most this many positions in this run")
     s.add_argument("--minutes", type=float, default=0, help="stop handing out positions after this long")
     s.add_argument("--workers", type=int, default=0, help="engine processes (0 = one per core)")
-    s.add_argument("--relabel", action="store_true",
-                   help="re-label positions whose labels fall short of this setting (what the nightly job does)")
-    s.add_argument("--order", choices=get_args(Order), default="first_seen",
-                   help="which positions first when re-labelling under a bound")
+    s.add_argument(
+        "--relabel",
+        action="store_true",
+        help="re-label positions whose labels fall short of this setting (what the nightly job does)",
+    )
+    s.add_argument(
+        "--order",
+        choices=get_args(Order),
+        default="first_seen",
+        help="which positions first when re-labelling under a bound",
+    )
     s.add_argument("--retry-failed", action="store_true", help="try positions recorded as failed again")
-    s.add_argument("--timeout", type=_seconds, default=0.0, metavar="SECONDS",
-                   help="stop a search after this long, restart a hung engine (default 0: measured, 20x the "
-                        "limit's slowest calibration search, at least 2 s)")
-    s.add_argument("--retries", type=_count, default=None, metavar="N",
-                   help="further tries of a position whose engine hung or crashed before it goes to "
-                        "label_failures (default 2)")
-    s.add_argument("--keep-hash", action="store_true",
-                   help="the faster hash-kept setting: labels depend on what the engine searched before, "
-                        "stored apart as <engine>_<limit>_hash-kept (default: reproducible labels)")
+    s.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="stop a search after this long, restart a hung engine (default 0: measured, 20x the "
+        "limit's slowest calibration search, at least 2 s)",
+    )
+    s.add_argument(
+        "--retries",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="further tries of a position whose engine hung or crashed before it goes to label_failures (default 2)",
+    )
+    s.add_argument(
+        "--keep-hash",
+        action="store_true",
+        help="the faster hash-kept setting: labels depend on what the engine searched before, "
+        "stored apart as <engine>_<limit>_hash-kept (default: reproducible labels)",
+    )
     s.set_defaults(func=cmd_label)
 
     s = sub.add_parser("datasets", help="materialise training sets (sql/datasets/) with train/val/test splits")
@@ -717,17 +886,27 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=None, help="seed of the split by game (default 0)")
     s.add_argument("--val-fraction", type=float, default=None, help="share of games in val (default 0.1)")
     s.add_argument("--test-fraction", type=float, default=None, help="share of games in test (default 0.1)")
-    s.add_argument("--split-by", choices=get_args(SplitBy),
-                   help="game (default), or position: rows split one by one, as the thesis did (for comparison)")
-    s.add_argument("--no-leakage-guard", action="store_true",
-                   help="keep test and val positions in train (for comparison with the published splits)")
+    s.add_argument(
+        "--split-by",
+        choices=get_args(SplitBy),
+        help="game (default), or position: rows split one by one, as the thesis did (for comparison)",
+    )
+    s.add_argument(
+        "--no-leakage-guard",
+        action="store_true",
+        help="keep test and val positions in train (for comparison with the published splits)",
+    )
     _add_label_flags(s)
     s.set_defaults(func=cmd_datasets)
 
     s = sub.add_parser("train", help="train value networks from the datasets (default: the 3-class MLP)")
     s.add_argument("models", nargs="*", help="model assets to train (default: mlp_bitmap_3class)")
-    s.add_argument("--profile", choices=get_args(Profile), default="quick",
-                   help="quick: a few CPU minutes; full: the published schedules")
+    s.add_argument(
+        "--profile",
+        choices=get_args(Profile),
+        default="quick",
+        help="quick: a few CPU minutes; full: the published schedules",
+    )
     s.add_argument("--epochs", type=int, default=0, help="override the profile's epochs")
     s.add_argument("--device", choices=get_args(Device), default="auto", help="auto, cpu or cuda")
     s.set_defaults(func=cmd_train)
@@ -735,16 +914,20 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("evaluate", help="test suites, matches and Elo of trained models (default: all trained)")
     s.add_argument("models", nargs="*", help="model assets to evaluate (default: every trained one)")
     s.add_argument("--suites", help="folder of .epd suites (default: $CHESS_PIPELINE_SUITES, else <home>/suites)")
-    s.add_argument("--quick", action="store_true",
-                   help="a first look: 100 positions a suite at 1 ply, 4 openings, fewer opponents")
+    s.add_argument(
+        "--quick", action="store_true", help="a first look: 100 positions a suite at 1 ply, 4 openings, fewer opponents"
+    )
     s.add_argument("--depths", type=int, nargs="+", help="search depths for the suites (default: 1 2)")
     s.add_argument("--openings", type=int, help="openings per match, each played with both colours (default: 20)")
     s.add_argument("--only", choices=("suites", "matches"), help="run only the suites or only the matches (and Elo)")
     s.set_defaults(func=cmd_evaluate)
 
-    s = sub.add_parser("sql", help="run SQL over the store (views: games, rejected_games, positions, archive_summary, "
-                                   "labels, best_labels, labelled_positions, label_failures, datasets, model_metrics, "
-                                   "evaluation_results, match_games)")
+    s = sub.add_parser(
+        "sql",
+        help="run SQL over the store (views: games, rejected_games, positions, archive_summary, "
+        "labels, best_labels, labelled_positions, label_failures, datasets, model_metrics, "
+        "evaluation_results, match_games)",
+    )
     s.add_argument("query")
     s.add_argument("--format", choices=("table", "csv", "json"), default="table")
     s.set_defaults(func=cmd_sql)
@@ -760,8 +943,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-BAD_INPUT = (ValueError, LookupError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
-             PermissionError)
+BAD_INPUT = (
+    ValueError,
+    LookupError,
+    FileNotFoundError,
+    FileExistsError,
+    NotADirectoryError,
+    IsADirectoryError,
+    PermissionError,
+)
 """Errors that mean a wrong argument, path or query: their message is what the user needs."""
 
 
@@ -791,8 +981,10 @@ def error_line(e: BaseException, args) -> str:
         return f"{e.filename}: {e.strerror}"
     if isinstance(e, (*BAD_INPUT, EngineNotFound, duckdb.Error, OSError)):
         return one_line(str(e)) or type(e).__name__
-    return (f"{type(e).__name__}: {one_line(str(e))} (unexpected; run again with --debug, or "
-            "CHESS_PIPELINE_DEBUG=1, for the traceback)")
+    return (
+        f"{type(e).__name__}: {one_line(str(e))} (unexpected; run again with --debug, or "
+        "CHESS_PIPELINE_DEBUG=1, for the traceback)"
+    )
 
 
 class _NoTracebackLogger(logging.Logger):

@@ -93,9 +93,14 @@ class PieceValuesConfig(LabelSettingConfig):
 
 
 CONFIGS = {
-    "sabatelli_3class": SabatelliConfig, "sabatelli_15class": SabatelliConfig, "sabatelli_20class": SabatelliConfig,
-    "sabatelli_regression": SabatelliRegressionConfig, "deepchess": DeepChessConfig, "lubeck_wdl": LubeckConfig,
-    "hui_checkmate": HuiConfig, "piece_values": PieceValuesConfig,
+    "sabatelli_3class": SabatelliConfig,
+    "sabatelli_15class": SabatelliConfig,
+    "sabatelli_20class": SabatelliConfig,
+    "sabatelli_regression": SabatelliRegressionConfig,
+    "deepchess": DeepChessConfig,
+    "lubeck_wdl": LubeckConfig,
+    "hui_checkmate": HuiConfig,
+    "piece_values": PieceValuesConfig,
 }
 
 
@@ -127,7 +132,8 @@ def _results(name: str, stats: DatasetStats):
         **{f"rows_{s}": stats.rows[s] for s in SPLITS},
         **{f"removed_by_guard_{s}": stats.removed[s] for s in SPLITS},
         **{f"games_{s}": stats.games.get(s, 0) for s in SPLITS},
-        "candidates": stats.candidates, "label_coverage": _coverage(stats),
+        "candidates": stats.candidates,
+        "label_coverage": _coverage(stats),
         "path": dg.MetadataValue.path(stats.folder),
     }
     if stats.empty_reason:
@@ -136,33 +142,58 @@ def _results(name: str, stats: DatasetStats):
         metadata["class_histogram"] = dg.MetadataValue.md(_histogram_md(stats, spec.classes))
         metadata["class_shares"] = png_md(class_bars_png(stats.histogram, spec.classes, name), "class shares")
     else:
-        metadata["target"] = dg.MetadataValue.md("| split | mean | std | min | max |\n|---|---|---|---|---|\n" + "\n".join(
-            f"| {s} | " + " | ".join(f"{v:.4f}" for v in stats.target_summary[s]) + " |"
-            for s in SPLITS if s in stats.target_summary))
+        metadata["target"] = dg.MetadataValue.md(
+            "| split | mean | std | min | max |\n|---|---|---|---|---|\n"
+            + "\n".join(
+                f"| {s} | " + " | ".join(f"{v:.4f}" for v in stats.target_summary[s]) + " |"
+                for s in SPLITS
+                if s in stats.target_summary
+            )
+        )
     yield dg.MaterializeResult(metadata=metadata)
-    yield dg.AssetCheckResult(check_name="disjoint_splits", passed=not any(stats.overlap.values()),
-                              metadata={f"shared_keys_{k.replace('/', '_')}": v for k, v in stats.overlap.items()})
+    yield dg.AssetCheckResult(
+        check_name="disjoint_splits",
+        passed=not any(stats.overlap.values()),
+        metadata={f"shared_keys_{k.replace('/', '_')}": v for k, v in stats.overlap.items()},
+    )
     if spec.classes:
         train = stats.histogram.get("train", {})
         missing = [c for c in range(spec.classes) if not train.get(c)]
         total = sum(train.values()) or 1
         yield dg.AssetCheckResult(
-            check_name="class_balance", passed=not missing, severity=dg.AssetCheckSeverity.WARN,
-            metadata={"classes_missing_in_train": str(missing),
-                      "smallest_class_share": round(min((train.get(c, 0) for c in range(spec.classes))) / total, 5),
-                      "largest_class_share": round(max(train.values(), default=0) / total, 5)})
+            check_name="class_balance",
+            passed=not missing,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={
+                "classes_missing_in_train": str(missing),
+                "smallest_class_share": round(min(train.get(c, 0) for c in range(spec.classes)) / total, 5),
+                "largest_class_share": round(max(train.values(), default=0) / total, 5),
+            },
+        )
     else:
         mean, std, lo, hi = stats.target_summary.get("train", (0.0, 0.0, 0.0, 0.0))
-        yield dg.AssetCheckResult(check_name="class_balance", passed=std > 0, severity=dg.AssetCheckSeverity.WARN,
-                                  metadata={"train_target_mean": mean, "train_target_std": std})
+        yield dg.AssetCheckResult(
+            check_name="class_balance",
+            passed=std > 0,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={"train_target_mean": mean, "train_target_std": std},
+        )
     yield dg.AssetCheckResult(
-        check_name="label_coverage", passed=(stats.label_coverage or 0.0) >= MIN_LABEL_COVERAGE,
+        check_name="label_coverage",
+        passed=(stats.label_coverage or 0.0) >= MIN_LABEL_COVERAGE,
         severity=dg.AssetCheckSeverity.WARN,
-        metadata={"label_coverage": _coverage(stats), "candidates": stats.candidates,
-                  "unlabelled_rows_left_out": stats.unlabelled,
-                  **({"empty_reason": dg.MetadataValue.text(stats.empty_reason)} if stats.empty_reason else {})})
-    yield dg.AssetCheckResult(check_name="rows_per_split", passed=all(stats.rows[s] > 0 for s in SPLITS),
-                              metadata={s: stats.rows[s] for s in SPLITS})
+        metadata={
+            "label_coverage": _coverage(stats),
+            "candidates": stats.candidates,
+            "unlabelled_rows_left_out": stats.unlabelled,
+            **({"empty_reason": dg.MetadataValue.text(stats.empty_reason)} if stats.empty_reason else {}),
+        },
+    )
+    yield dg.AssetCheckResult(
+        check_name="rows_per_split",
+        passed=all(stats.rows[s] > 0 for s in SPLITS),
+        metadata={s: stats.rows[s] for s in SPLITS},
+    )
 
 
 def dataset_asset(name: str) -> dg.AssetsDefinition:
@@ -171,21 +202,31 @@ def dataset_asset(name: str) -> dg.AssetsDefinition:
     deps = ["games", "positions"] + (["labels"] if spec.labelled else [])
     checks = [
         dg.AssetCheckSpec("disjoint_splits", asset=name, description="no position key in two splits"),
-        dg.AssetCheckSpec("class_balance", asset=name,
-                          description="every class present in train (regression: the target varies)"),
-        dg.AssetCheckSpec("label_coverage", asset=name,
-                          description=f"at least {MIN_LABEL_COVERAGE:.0%} of candidate positions have a label "
-                                      "(none to cover fails)"),
+        dg.AssetCheckSpec(
+            "class_balance", asset=name, description="every class present in train (regression: the target varies)"
+        ),
+        dg.AssetCheckSpec(
+            "label_coverage",
+            asset=name,
+            description=f"at least {MIN_LABEL_COVERAGE:.0%} of candidate positions have a label (none to cover fails)",
+        ),
         dg.AssetCheckSpec("rows_per_split", asset=name, description="train, val and test are not empty"),
     ]
 
-    @dg.asset(name=name, group_name=GROUP, deps=deps, check_specs=checks,
-              description=f"{spec.description}. SQL: `sql/datasets/{name}.sql`; files "
-                          f"`datasets/{name}/{{train,val,test}}.parquet`.")
+    @dg.asset(
+        name=name,
+        group_name=GROUP,
+        deps=deps,
+        check_specs=checks,
+        description=f"{spec.description}. SQL: `sql/datasets/{name}.sql`; files "
+        f"`datasets/{name}/{{train,val,test}}.parquet`.",
+    )
     def _dataset(context: dg.AssetExecutionContext, config: config_cls, store: StoreResource):
         stats = build_dataset(store.get(), name, config.params(), config.split())
-        context.log.info(f"{name}: rows {stats.rows}, removed by the leakage guard {stats.removed}, "
-                         f"label coverage {coverage_text(stats.label_coverage, stats.candidates)}")
+        context.log.info(
+            f"{name}: rows {stats.rows}, removed by the leakage guard {stats.removed}, "
+            f"label coverage {coverage_text(stats.label_coverage, stats.candidates)}"
+        )
         if stats.empty_reason:
             context.log.info(f"{name} has no rows: {stats.empty_reason}")
         yield from _results(name, stats)

@@ -14,8 +14,15 @@ from assets.resources import StockfishResource, StoreResource
 
 def build_defs(environ=os.environ) -> dg.Definitions:
     return dg.Definitions(
-        assets=[ingest.archive_tables, ingest.duckdb_views, labels.labels, *datasets.dataset_assets,
-                *training.model_assets, training.model_results, *evaluation.evaluation_assets],
+        assets=[
+            ingest.archive_tables,
+            ingest.duckdb_views,
+            labels.labels,
+            *datasets.dataset_assets,
+            *training.model_assets,
+            training.model_results,
+            *evaluation.evaluation_assets,
+        ],
         jobs=[ingest.ingest_job, labels.relabel_job],
         sensors=[sensors.archives_sensor, labels.labels_automation],
         schedules=[labels.relabel_schedule_from_env(environ)],

@@ -133,10 +133,15 @@ class MatchesConfig(DescribedConfig):
 def suites_asset(model: str) -> dg.AssetsDefinition:
     name = f"eval_suites_{model}"
 
-    @dg.asset(name=name, group_name=GROUP, deps=[model],
-              description=f"{model} on the EPD test suites: STS points per theme, Kaufman delta-cp, solved counts.")
-    def _suites(context: dg.AssetExecutionContext, config: SuitesConfig, store: StoreResource,
-                stockfish: StockfishResource) -> dg.MaterializeResult:
+    @dg.asset(
+        name=name,
+        group_name=GROUP,
+        deps=[model],
+        description=f"{model} on the EPD test suites: STS points per theme, Kaufman delta-cp, solved counts.",
+    )
+    def _suites(
+        context: dg.AssetExecutionContext, config: SuitesConfig, store: StoreResource, stockfish: StockfishResource
+    ) -> dg.MaterializeResult:
         from pipeline.engine import Limit
         from pipeline.evaluation import load_suites, problem_rows, run_suite, suite_files
         from pipeline.plots import kaufman_png, sts_themes_png
@@ -156,25 +161,38 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
         failed = [(s.name, f) for s in suites for f in s.failures]
         for s in suites:
             if s.failures:
-                context.log.warning(f"suite {s.name}: {len(s.failures):,} of {s.lines:,} positions left out "
-                                    f"(line {s.failures[0].line}: {s.failures[0].reason})")
+                context.log.warning(
+                    f"suite {s.name}: {len(s.failures):,} of {s.lines:,} positions left out "
+                    f"(line {s.failures[0].line}: {s.failures[0].reason})"
+                )
         progress = Progress(context, "suite positions", len(config.depths) * sum(len(s.positions) for s in suites))
         for suite in suites:
-            report, suite_rows = run_suite(evaluator, suite.name, suite.positions, tuple(config.depths),
-                                           stockfish.pool, Limit("depth", config.kaufman_depth), context.log.info,
-                                           progress.step)
+            report, suite_rows = run_suite(
+                evaluator,
+                suite.name,
+                suite.positions,
+                tuple(config.depths),
+                stockfish.pool,
+                Limit("depth", config.kaufman_depth),
+                context.log.info,
+                progress.step,
+            )
             rows += suite_rows + problem_rows(suite)
             out = report_dir(st, model)
             for depth, deltas in report.kaufman.items():
-                png = kaufman_png(deltas, f"{model}: Kaufman test, depth {depth} player, Stockfish depth "
-                                          f"{config.kaufman_depth}")
+                png = kaufman_png(
+                    deltas, f"{model}: Kaufman test, depth {depth} player, Stockfish depth {config.kaufman_depth}"
+                )
                 write_png(out / f"{report.name}_depth{depth}.png", png)
                 meta[f"{report.name}_chart_depth{depth}"] = png_md(png, "Kaufman evaluations")
                 meta[f"{report.name}_positions_depth{depth}"] = dg.MetadataValue.md(
                     "| position | played | suite's move | after suite's (cp) | after played (cp) | delta |\n"
-                    "|---|---|---|---|---|---|\n" + "\n".join(
+                    "|---|---|---|---|---|---|\n"
+                    + "\n".join(
                         f"| {x.id} | {x.move} | {x.reference} | {x.eval_reference} | {x.eval_move} | {x.delta} |"
-                        for x in deltas))
+                        for x in deltas
+                    )
+                )
             if report.sts:
                 png = sts_themes_png({d: s.themes for d, s in report.scores.items()}, f"{model}: STS by theme")
                 write_png(out / f"{report.name}_themes.png", png)
@@ -186,12 +204,15 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
         meta["suites_unreadable"] = len(unreadable)
         meta["positions_failed"] = len(failed)
         if unreadable:
-            meta["unreadable_suites"] = dg.MetadataValue.md("| suite | why |\n|---|---|\n" + "\n".join(
-                f"| {n} | {md_cell(why)} |" for n, why in unreadable.items()))
+            meta["unreadable_suites"] = dg.MetadataValue.md(
+                "| suite | why |\n|---|---|\n" + "\n".join(f"| {n} | {md_cell(why)} |" for n, why in unreadable.items())
+            )
         if failed:
-            meta["failed_positions"] = dg.MetadataValue.md("| suite | line | why |\n|---|---|---|\n" + "\n".join(
-                f"| {n} | {f.line} | {md_cell(f.reason)} |" for n, f in failed[:200])
-                + (f"\n\n{len(failed) - 200:,} more not listed" if len(failed) > 200 else ""))
+            meta["failed_positions"] = dg.MetadataValue.md(
+                "| suite | line | why |\n|---|---|---|\n"
+                + "\n".join(f"| {n} | {f.line} | {md_cell(f.reason)} |" for n, f in failed[:200])
+                + (f"\n\n{len(failed) - 200:,} more not listed" if len(failed) > 200 else "")
+            )
         return dg.MaterializeResult(metadata=meta)
 
     return _suites
@@ -200,11 +221,16 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
 def matches_asset(model: str) -> dg.AssetsDefinition:
     name = f"eval_matches_{model}"
 
-    @dg.asset(name=name, group_name=GROUP, deps=[model],
-              description=f"{model} in matches from Sabatelli's openings (random mover, Stockfish skill levels, "
-                          "search vs the traditional evaluation) and converting won endgames.")
-    def _matches(context: dg.AssetExecutionContext, config: MatchesConfig, store: StoreResource,
-                 stockfish: StockfishResource) -> dg.MaterializeResult:
+    @dg.asset(
+        name=name,
+        group_name=GROUP,
+        deps=[model],
+        description=f"{model} in matches from Sabatelli's openings (random mover, Stockfish skill levels, "
+        "search vs the traditional evaluation) and converting won endgames.",
+    )
+    def _matches(
+        context: dg.AssetExecutionContext, config: MatchesConfig, store: StoreResource, stockfish: StockfishResource
+    ) -> dg.MaterializeResult:
         from pipeline.duck import memory_connection
         from pipeline.evaluation import EndgameConfig, MatchConfig, find_won_endgames, run_endgames, run_matches
         from pipeline.openings import sabatelli_openings
@@ -214,17 +240,35 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
         st = store.get()
         ck = checkpoint_of(context, model)
         net = NetworkEvaluator(ck, model)
-        cfg = MatchConfig(openings=config.openings, random_plies=config.random_plies,
-                          stockfish_skills=tuple(config.stockfish_skills), stockfish_depth=config.stockfish_depth,
-                          search_depths=tuple(config.search_depths), movetime=config.movetime,
-                          time_openings=config.time_openings, max_plies=config.max_plies)
+        cfg = MatchConfig(
+            openings=config.openings,
+            random_plies=config.random_plies,
+            stockfish_skills=tuple(config.stockfish_skills),
+            stockfish_depth=config.stockfish_depth,
+            search_depths=tuple(config.search_depths),
+            movetime=config.movetime,
+            time_openings=config.time_openings,
+            max_plies=config.max_plies,
+        )
         start = time.monotonic()
         progress = Progress(context, "games", 0)
-        matches, rows = run_matches(model, lambda: net, MaterialEvaluator, sabatelli_openings(),
-                                    stockfish.binary(), cfg, context.log.info, progress.set)
+        matches, rows = run_matches(
+            model,
+            lambda: net,
+            MaterialEvaluator,
+            sabatelli_openings(),
+            stockfish.binary(),
+            cfg,
+            context.log.info,
+            progress.set,
+        )
         if config.endgames:
-            ecfg = EndgameConfig(positions=config.endgames, verify_depth=config.endgame_verify_depth,
-                                 defender_depth=config.endgame_defender_depth, max_plies=config.endgame_max_plies)
+            ecfg = EndgameConfig(
+                positions=config.endgames,
+                verify_depth=config.endgame_verify_depth,
+                defender_depth=config.endgame_defender_depth,
+                max_plies=config.endgame_max_plies,
+            )
             with memory_connection(st) as con:
                 positions = find_won_endgames(con, stockfish.pool, ecfg)
             if positions:
@@ -235,9 +279,14 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
                 context.log.warning("no won endgames in the store's labelled positions: conversion skipped")
         pgn, n = write_games(st, name, context.run.run_id, matches)
         write_results(st, name, context.run.run_id, [(model, *r) for r in rows])
-        return dg.MaterializeResult(metadata={
-            "results": dg.MetadataValue.md(rows_md(rows)), "games": n, "pgn": dg.MetadataValue.path(str(pgn)),
-            "seconds": round(time.monotonic() - start, 1)})
+        return dg.MaterializeResult(
+            metadata={
+                "results": dg.MetadataValue.md(rows_md(rows)),
+                "games": n,
+                "pgn": dg.MetadataValue.path(str(pgn)),
+                "seconds": round(time.monotonic() - start, 1),
+            }
+        )
 
     return _matches
 
@@ -265,15 +314,20 @@ class HeadToHeadConfig(DescribedConfig):
                 raise ValueError(f"pairs: {pair} does not name two different models; each pair names two of {valid}")
             unknown = [m for m in pair if m not in HEAD_TO_HEAD_MODELS]
             if unknown:
-                raise ValueError(f"pairs: {', '.join(unknown)}: not a model eval_head_to_head depends on; "
-                                 f"pairs may name {valid}")
+                raise ValueError(
+                    f"pairs: {', '.join(unknown)}: not a model eval_head_to_head depends on; pairs may name {valid}"
+                )
         return pairs
 
 
-@dg.asset(group_name=GROUP, deps=HEAD_TO_HEAD_MODELS,
-          description="Network vs network from Sabatelli's openings, both 1-ply (his MLP vs CNN match).")
-def eval_head_to_head(context: dg.AssetExecutionContext, config: HeadToHeadConfig,
-                      store: StoreResource) -> dg.MaterializeResult:
+@dg.asset(
+    group_name=GROUP,
+    deps=HEAD_TO_HEAD_MODELS,
+    description="Network vs network from Sabatelli's openings, both 1-ply (his MLP vs CNN match).",
+)
+def eval_head_to_head(
+    context: dg.AssetExecutionContext, config: HeadToHeadConfig, store: StoreResource
+) -> dg.MaterializeResult:
     from pipeline.evaluation import match_rows, player_name
     from pipeline.matches import MatchSpec, play_match
     from pipeline.openings import sabatelli_openings
@@ -284,9 +338,13 @@ def eval_head_to_head(context: dg.AssetExecutionContext, config: HeadToHeadConfi
     matches, rows = [], []
     for a, b in config.pairs:
         ea, eb = (NetworkEvaluator(checkpoint_of(context, x), x) for x in (a, b))
-        spec = MatchSpec(f"{a} vs {b}", lambda: SearchPlayer(AlphaBeta(ea, depth=1), player_name(a, 1)),
-                         lambda: SearchPlayer(AlphaBeta(eb, depth=1), player_name(b, 1)), max_plies=config.max_plies)
-        m = play_match(spec, sabatelli_openings()[:config.openings])
+        spec = MatchSpec(
+            f"{a} vs {b}",
+            lambda ea=ea, a=a: SearchPlayer(AlphaBeta(ea, depth=1), player_name(a, 1)),
+            lambda eb=eb, b=b: SearchPlayer(AlphaBeta(eb, depth=1), player_name(b, 1)),
+            max_plies=config.max_plies,
+        )
+        m = play_match(spec, sabatelli_openings()[: config.openings])
         matches.append(m)
         rows += [(a, *r) for r in match_rows(m, player_name(b, 1), "Sabatelli: MLP vs CNN")]
         swapped = type(m)(m.name, m.b, m.a, m.games)
@@ -294,8 +352,13 @@ def eval_head_to_head(context: dg.AssetExecutionContext, config: HeadToHeadConfi
         context.log.info(f"{a} vs {b}: {rows[-4][5]}")
     pgn, n = write_games(st, "eval_head_to_head", context.run.run_id, matches)
     write_results(st, "eval_head_to_head", context.run.run_id, rows)
-    return dg.MaterializeResult(metadata={"results": dg.MetadataValue.md(rows_md([r[1:] for r in rows])),
-                                          "games": n, "pgn": dg.MetadataValue.path(str(pgn))})
+    return dg.MaterializeResult(
+        metadata={
+            "results": dg.MetadataValue.md(rows_md([r[1:] for r in rows])),
+            "games": n,
+            "pgn": dg.MetadataValue.path(str(pgn)),
+        }
+    )
 
 
 def player_model(player: str) -> str:
@@ -304,10 +367,13 @@ def player_model(player: str) -> str:
     return head if head in MODELS else player
 
 
-@dg.asset(group_name=GROUP, deps=[f"eval_matches_{m}" for m in MODELS] + ["eval_head_to_head"],
-          description="Elo of every player from every finished evaluation game from the openings (the newest "
-                      "run of each match asset; endgame conversion left out), the random mover = 0, with 95% "
-                      "error bars against the pool's average.")
+@dg.asset(
+    group_name=GROUP,
+    deps=[f"eval_matches_{m}" for m in MODELS] + ["eval_head_to_head"],
+    description="Elo of every player from every finished evaluation game from the openings (the newest "
+    "run of each match asset; endgame conversion left out), the random mover = 0, with 95% "
+    "error bars against the pool's average.",
+)
 def elo_ratings(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
     from pipeline.duck import memory_connection
     from pipeline.evaluation import ENDGAME_MATCH
@@ -317,9 +383,11 @@ def elo_ratings(context: dg.AssetExecutionContext, store: StoreResource) -> dg.M
     st = store.get()
     with memory_connection(st) as con:
         # Endgame conversion starts from won positions: no measure of strength between equals.
-        games = con.sql("SELECT white, black, CASE result WHEN '1-0' THEN 1.0 WHEN '0-1' THEN 0.0 ELSE 0.5 END "
-                        "FROM match_games WHERE result IN ('1-0', '0-1', '1/2-1/2') AND match <> $endgames",
-                        params={"endgames": ENDGAME_MATCH}).fetchall()
+        games = con.sql(
+            "SELECT white, black, CASE result WHEN '1-0' THEN 1.0 WHEN '0-1' THEN 0.0 ELSE 0.5 END "
+            "FROM match_games WHERE result IN ('1-0', '0-1', '1/2-1/2') AND match <> $endgames",
+            params={"endgames": ENDGAME_MATCH},
+        ).fetchall()
     if not games:
         raise dg.Failure("no finished evaluation games in match_games: materialise the eval_matches_* assets first")
     played = Counter(p for white, black, _ in games for p in (white, black))
@@ -330,31 +398,54 @@ def elo_ratings(context: dg.AssetExecutionContext, store: StoreResource) -> dg.M
         context.log.warning(f"{ELO_ANCHOR} finished no game: Elo anchored at {anchor} = 0 instead")
     fit = fit_elo(games, anchor)
     order = sorted(fit.ratings, key=lambda p: -fit.ratings[p])
-    rows = [(player_model(p), "elo", p, fit.ratings[p], fit.games[p],
-             f"+/-{fit.errors[p]:.0f} (95%, against the pool's average), anchor {anchor} = 0") for p in order]
+    rows = [
+        (
+            player_model(p),
+            "elo",
+            p,
+            fit.ratings[p],
+            fit.games[p],
+            f"+/-{fit.errors[p]:.0f} (95%, against the pool's average), anchor {anchor} = 0",
+        )
+        for p in order
+    ]
     write_results(st, "elo_ratings", context.run.run_id, rows)
     table = "| player | Elo | 95% | games |\n|---|---|---|---|\n" + "\n".join(
-        f"| {p} | {fit.ratings[p]:.0f} | +/-{fit.errors[p]:.0f} | {fit.games[p]} |" for p in order)
+        f"| {p} | {fit.ratings[p]:.0f} | +/-{fit.errors[p]:.0f} | {fit.games[p]} |" for p in order
+    )
     png = elo_png(fit, "Elo from all evaluation games")
     write_png(st.root / "reports" / "evaluation" / "elo.png", png)
-    return dg.MaterializeResult(metadata={"ratings": dg.MetadataValue.md(table), "games": len(games),
-                                          "anchor": anchor, "chart": png_md(png, "Elo ratings")})
+    return dg.MaterializeResult(
+        metadata={
+            "ratings": dg.MetadataValue.md(table),
+            "games": len(games),
+            "anchor": anchor,
+            "chart": png_md(png, "Elo ratings"),
+        }
+    )
 
 
 def report_asset(model: str) -> dg.AssetsDefinition:
     name = f"eval_report_{model}"
 
-    @dg.asset(name=name, group_name=GROUP, deps=[f"eval_suites_{model}", f"eval_matches_{model}", "elo_ratings"],
-              description=f"{model}'s evaluation next to the published figures (Markdown, charts; also "
-                          f"reports/evaluation/{model}.md in the store).")
+    @dg.asset(
+        name=name,
+        group_name=GROUP,
+        deps=[f"eval_suites_{model}", f"eval_matches_{model}", "elo_ratings"],
+        description=f"{model}'s evaluation next to the published figures (Markdown, charts; also "
+        f"reports/evaluation/{model}.md in the store).",
+    )
     def _report(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
         from pipeline.duck import memory_connection
         from pipeline.evaluation import report_markdown
 
         st = store.get()
         with memory_connection(st) as con:
-            rows = con.sql("SELECT suite, metric, value, n, detail FROM evaluation_results WHERE model = $m "
-                           "ORDER BY suite, metric", params={"m": model}).fetchall()
+            rows = con.sql(
+                "SELECT suite, metric, value, n, detail FROM evaluation_results WHERE model = $m "
+                "ORDER BY suite, metric",
+                params={"m": model},
+            ).fetchall()
         path = st.root / "reports" / "evaluation" / f"{model}.md"
         charts = [c for c in sorted(report_dir(st, model).glob("*.png")) + [path.parent / "elo.png"] if c.exists()]
         text = report_markdown(model, rows, [os.path.relpath(c, path.parent) for c in charts])
@@ -368,5 +459,9 @@ def report_asset(model: str) -> dg.AssetsDefinition:
     return _report
 
 
-evaluation_assets = ([suites_asset(m) for m in MODELS] + [matches_asset(m) for m in MODELS]
-                     + [eval_head_to_head, elo_ratings] + [report_asset(m) for m in MODELS])
+evaluation_assets = (
+    [suites_asset(m) for m in MODELS]
+    + [matches_asset(m) for m in MODELS]
+    + [eval_head_to_head, elo_ratings]
+    + [report_asset(m) for m in MODELS]
+)

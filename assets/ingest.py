@@ -14,6 +14,7 @@ from pipeline.plots import games_charts
 
 GROUP = "ingest"
 
+
 class IngestRunConfig(DescribedConfig):
     workers: int = 0
     """Worker processes for this archive; 0 = one per core."""
@@ -22,18 +23,31 @@ class IngestRunConfig(DescribedConfig):
     batch_games: int = 250
     """Games per unit of work sent to a worker process."""
 
+
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("games", group_name=GROUP, description="One row per replayable game: headers, result flags, UCI moves."),
-        dg.AssetSpec("rejected_games", group_name=GROUP, description="Games that could not be replayed, with reason and excerpt."),
-        dg.AssetSpec("positions", group_name=GROUP, deps=["games"],
-                     description="One row per mainline position: Zobrist key, packed planes, state, game context."),
+        dg.AssetSpec(
+            "games", group_name=GROUP, description="One row per replayable game: headers, result flags, UCI moves."
+        ),
+        dg.AssetSpec(
+            "rejected_games", group_name=GROUP, description="Games that could not be replayed, with reason and excerpt."
+        ),
+        dg.AssetSpec(
+            "positions",
+            group_name=GROUP,
+            deps=["games"],
+            description="One row per mainline position: Zobrist key, packed planes, state, game context.",
+        ),
     ],
     check_specs=[
-        dg.AssetCheckSpec("reconciles_with_file", asset="games",
-                          description="games + rejected_games equals the number of games python-chess counts in the archive"),
-        dg.AssetCheckSpec("one_position_per_ply", asset="positions",
-                          description="positions = sum over games of (plies + 1)"),
+        dg.AssetCheckSpec(
+            "reconciles_with_file",
+            asset="games",
+            description="games + rejected_games equals the number of games python-chess counts in the archive",
+        ),
+        dg.AssetCheckSpec(
+            "one_position_per_ply", asset="positions", description="positions = sum over games of (plies + 1)"
+        ),
     ],
     partitions_def=archives_partitions,
     name="archive_tables",
@@ -55,9 +69,14 @@ def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, s
             last[0] = time.monotonic()
             context.log.info(f"{s.games + s.rejected:,} games, {s.plies:,} plies, {s.plies_per_second:,.0f} plies/s")
 
-    stats = ingest_archive(st, key, path, IngestConfig(workers=config.workers, chunk_games=config.chunk_games,
-                                                      batch_games=config.batch_games),
-                           progress, on_wait=context.log.warning)
+    stats = ingest_archive(
+        st,
+        key,
+        path,
+        IngestConfig(workers=config.workers, chunk_games=config.chunk_games, batch_games=config.batch_games),
+        progress,
+        on_wait=context.log.warning,
+    )
     in_file = count_games_python_chess(path)
     positions_expected = expected_positions(st, key)
     for warning in stats.notes.warnings:  # e.g. games lost inside an unclosed comment, with the line
@@ -66,43 +85,72 @@ def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, s
         f"{key}: {stats.games:,} games, {stats.rejected:,} rejected, {stats.positions:,} positions "
         f"in {stats.seconds:.1f}s ({stats.plies_per_second:,.0f} plies/s)"
     )
-    yield dg.MaterializeResult(asset_key="games", metadata={
-        "rows": stats.games, "archive": str(path),
-        "path": dg.MetadataValue.path(str(st.partition_file("games", key))),
-        "seconds": round(stats.seconds, 2), "plies_per_second": round(stats.plies_per_second),
-        **_game_charts(st.partition_file("games", key), key),
-        **({"archive_warnings": md_table(("line", "warning"), {
-            f"{w.line:,}": w.message for w in stats.notes.warnings})} if stats.notes.warnings else {}),
-    })
-    yield dg.MaterializeResult(asset_key="rejected_games", metadata={
-        "rows": stats.rejected, "path": dg.MetadataValue.path(str(st.partition_file("rejected_games", key))),
-        "reasons": md_table(("reason", "games"), dict(sorted(stats.reject_reasons.items()))),
-    })
-    yield dg.MaterializeResult(asset_key="positions", metadata={
-        "rows": stats.positions, "plies": stats.plies,
-        "path": dg.MetadataValue.path(str(st.partition_file("positions", key))),
-        "bytes_per_position": round(stats.bytes_per_position, 2),
-    })
+    yield dg.MaterializeResult(
+        asset_key="games",
+        metadata={
+            "rows": stats.games,
+            "archive": str(path),
+            "path": dg.MetadataValue.path(str(st.partition_file("games", key))),
+            "seconds": round(stats.seconds, 2),
+            "plies_per_second": round(stats.plies_per_second),
+            **_game_charts(st.partition_file("games", key), key),
+            **(
+                {
+                    "archive_warnings": md_table(
+                        ("line", "warning"), {f"{w.line:,}": w.message for w in stats.notes.warnings}
+                    )
+                }
+                if stats.notes.warnings
+                else {}
+            ),
+        },
+    )
+    yield dg.MaterializeResult(
+        asset_key="rejected_games",
+        metadata={
+            "rows": stats.rejected,
+            "path": dg.MetadataValue.path(str(st.partition_file("rejected_games", key))),
+            "reasons": md_table(("reason", "games"), dict(sorted(stats.reject_reasons.items()))),
+        },
+    )
+    yield dg.MaterializeResult(
+        asset_key="positions",
+        metadata={
+            "rows": stats.positions,
+            "plies": stats.plies,
+            "path": dg.MetadataValue.path(str(st.partition_file("positions", key))),
+            "bytes_per_position": round(stats.bytes_per_position, 2),
+        },
+    )
     lost = stats.notes.games_in_unclosed_comments
     yield dg.AssetCheckResult(
-        asset_key="games", check_name="reconciles_with_file",
+        asset_key="games",
+        check_name="reconciles_with_file",
         passed=stats.games + stats.rejected == in_file and not lost,
         # Games swallowed by an unclosed comment (python-chess loses them too) are a warning.
         severity=dg.AssetCheckSeverity.ERROR if stats.games + stats.rejected != in_file else dg.AssetCheckSeverity.WARN,
-        metadata={"games": stats.games, "rejected": stats.rejected, "games_in_file (python-chess)": in_file,
-                  "games_in_unclosed_comments": lost},
+        metadata={
+            "games": stats.games,
+            "rejected": stats.rejected,
+            "games_in_file (python-chess)": in_file,
+            "games_in_unclosed_comments": lost,
+        },
     )
     yield dg.AssetCheckResult(
-        asset_key="positions", check_name="one_position_per_ply",
+        asset_key="positions",
+        check_name="one_position_per_ply",
         passed=stats.positions == positions_expected,
         metadata={"positions": stats.positions, "sum(ply_count + 1)": positions_expected},
     )
 
+
 def _game_charts(games_file, key: str) -> dict:
     """Game lengths and players' ratings of the partition as charts for the UI, and its numbers
     of distinct players and rated players (by name): pipeline.plots.games_charts."""
-    return {k: png_md(v, k.replace("_", " ")) if isinstance(v, bytes) else v
-            for k, v in games_charts(games_file, key).items()}
+    return {
+        k: png_md(v, k.replace("_", " ")) if isinstance(v, bytes) else v
+        for k, v in games_charts(games_file, key).items()
+    }
 
 
 @dg.asset(
@@ -114,6 +162,7 @@ def duckdb_views(store: StoreResource) -> dg.MaterializeResult:
     st = store.get()
     path = create_views(st)
     return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(str(path))})
+
 
 ingest_job = dg.define_asset_job(
     "ingest_archive",

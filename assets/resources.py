@@ -1,13 +1,11 @@
 """Resources shared by the asset modules."""
 
-
 from pathlib import Path
 
 import dagster as dg
 from pydantic import PrivateAttr
 
 from assets.config import DescribedResource
-
 from pipeline.engine import EnginePool, find_stockfish
 from pipeline.labels import CALIBRATION_TIMEOUT_S
 from pipeline.store import Store, default_root
@@ -62,11 +60,19 @@ class StockfishResource(DescribedResource):
     def make_pool(self) -> EnginePool:
         """A new, not yet started pool with this configuration (`with` it)."""
         if self.timeout_s < 0 or self.retries < 0:
-            raise ValueError(f"stockfish resource: timeout_s must be 0 (measured) or more and retries 0 or more, "
-                             f"got timeout_s={self.timeout_s:g}, retries={self.retries}")
-        return EnginePool(self.binary(), workers=self.workers, threads=self.threads, hash_mb=self.hash_mb,
-                          timeout_s=self.timeout_s if self.timeout_s > 0 else CALIBRATION_TIMEOUT_S,
-                          retries=self.retries, clear_hash=self.clear_hash)
+            raise ValueError(
+                f"stockfish resource: timeout_s must be 0 (measured) or more and retries 0 or more, "
+                f"got timeout_s={self.timeout_s:g}, retries={self.retries}"
+            )
+        return EnginePool(
+            self.binary(),
+            workers=self.workers,
+            threads=self.threads,
+            hash_mb=self.hash_mb,
+            timeout_s=self.timeout_s if self.timeout_s > 0 else CALIBRATION_TIMEOUT_S,
+            retries=self.retries,
+            clear_hash=self.clear_hash,
+        )
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         self._pool = self.make_pool().__enter__()

@@ -54,7 +54,9 @@ def fail_dead_runs(instance: dg.DagsterInstance) -> list[tuple[str, int]]:
         started = record.start_time or record.create_timestamp.timestamp()
         if process_gone(pid, started):
             instance.report_run_failed(
-                run, f"the process running this run (pid {pid}) is gone (killed, or out of memory); "
-                     "marked failed by chess-pipeline")
+                run,
+                f"the process running this run (pid {pid}) is gone (killed, or out of memory); "
+                "marked failed by chess-pipeline",
+            )
             failed.append((run.run_id, pid))
     return failed

@@ -1,6 +1,5 @@
 """New archives dropped into the archives folder become partitions and runs."""
 
-
 import json
 
 import dagster as dg
@@ -18,9 +17,13 @@ SENSOR_HASH_BUDGET_S = 20.0
 sensor tick 60 s); the rest are hashed by the next ticks."""
 
 
-@dg.sensor(job=ingest_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Adds each new (or changed) archive in the archives folder as a partition and requests its run. "
-                       "Archives are told apart by content: a file with the bytes of a known archive is that archive.")
+@dg.sensor(
+    job=ingest_job,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Adds each new (or changed) archive in the archives folder as a partition and requests its run. "
+    "Archives are told apart by content: a file with the bytes of a known archive is that archive.",
+)
 def archives_sensor(context: dg.SensorEvaluationContext, store: StoreResource) -> dg.SensorResult:
     st = store.get()
     # The cursor holds each partition's content hash; a cursor from before hashes (size:mtime)
@@ -38,8 +41,9 @@ def archives_sensor(context: dg.SensorEvaluationContext, store: StoreResource) -
     existing = set(context.instance.get_dynamic_partitions(archives_partitions.name))
     current = scan.hashes
     new_keys = sorted(k for k in current if k not in existing)
-    changed = sorted(k for k, digest in current.items()
-                     if k in existing and ":" not in seen.get(k, ":") and seen[k] != digest)
+    changed = sorted(
+        k for k, digest in current.items() if k in existing and ":" not in seen.get(k, ":") and seen[k] != digest
+    )
     # The modification time in the run key lets content that changes back (A, B, A) run again.
     run_requests = [
         dg.RunRequest(run_key=f"{k}:{current[k][:16]}:{_mtime_ns(scan.archives[k])}", partition_key=k)
@@ -51,8 +55,14 @@ def archives_sensor(context: dg.SensorEvaluationContext, store: StoreResource) -
         run_requests=run_requests,
         dynamic_partitions_requests=[archives_partitions.build_add_request(new_keys)] if new_keys else [],
         # Keys this tick did not get to (hash budget) keep what the cursor knew of them.
-        cursor=json.dumps({**{k: v for k, v in seen.items() if k != DUPLICATES and k not in current}, **current,
-                           DUPLICATES: sorted(map(str, scan.duplicates))}, sort_keys=True),
+        cursor=json.dumps(
+            {
+                **{k: v for k, v in seen.items() if k != DUPLICATES and k not in current},
+                **current,
+                DUPLICATES: sorted(map(str, scan.duplicates)),
+            },
+            sort_keys=True,
+        ),
     )
 
 

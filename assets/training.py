@@ -29,26 +29,42 @@ class ModelAsset:
 
 MODELS = {
     "mlp_bitmap_3class": ModelAsset("sabatelli_3class", "mlp3", "bitmap768", "Sabatelli MLP bitmap: 96.07%"),
-    "mlp_algebraic_3class": ModelAsset("sabatelli_3class", "mlp3", "algebraic", "Sabatelli MLP algebraic (lower than bitmap)"),
+    "mlp_algebraic_3class": ModelAsset(
+        "sabatelli_3class", "mlp3", "algebraic", "Sabatelli MLP algebraic (lower than bitmap)"
+    ),
     "cnn_bitmap_3class": ModelAsset("sabatelli_3class", "cnn", "bitmap768", "Sabatelli CNN bitmap"),
     "cnn_algebraic_3class": ModelAsset("sabatelli_3class", "cnn", "algebraic", "Sabatelli CNN algebraic"),
     "cnn_features_3class": ModelAsset("sabatelli_3class", "cnn_features", "features", "Sabatelli CNN features: 97.44%"),
-    "cnn_features_15class": ModelAsset("sabatelli_15class", "cnn_features", "features",
-                                       "Sabatelli CNN features 15 classes: 96.26%"),
+    "cnn_features_15class": ModelAsset(
+        "sabatelli_15class", "cnn_features", "features", "Sabatelli CNN features 15 classes: 96.26%"
+    ),
     "mlp_bitmap_15class": ModelAsset("sabatelli_15class", "mlp_wide", "bitmap768", "Sabatelli MLP 15 classes: 93.41%"),
     "mlp_bitmap_20class": ModelAsset("sabatelli_20class", "mlp_wide", "bitmap768", "Sabatelli MLP 20 classes: 68.33%"),
-    "mlp_bitmap_regression": ModelAsset("sabatelli_regression", "mlp_regression", "bitmap768",
-                                        "Sabatelli regression MSE 0.0016"),
+    "mlp_bitmap_regression": ModelAsset(
+        "sabatelli_regression", "mlp_regression", "bitmap768", "Sabatelli regression MSE 0.0016"
+    ),
     "lubeck_wdl_mlp": ModelAsset("lubeck_wdl", "lubeck", "bitmap768", "Lubeck WDL network"),
 }
 
 PROFILES: dict[Profile, dict] = {
     # A few CPU minutes: part of train, a few epochs, at most 3 minutes of training.
-    "quick": {"epochs": 4, "patience": 2, "batch_size": 512, "max_train_rows": 200_000, "max_eval_rows": 50_000,
-              "max_minutes": 3.0},
+    "quick": {
+        "epochs": 4,
+        "patience": 2,
+        "batch_size": 512,
+        "max_train_rows": 200_000,
+        "max_eval_rows": 50_000,
+        "max_minutes": 3.0,
+    },
     # The published schedules: every row, early stopping decides.
-    "full": {"epochs": 50, "patience": 5, "batch_size": 256, "max_train_rows": 0, "max_eval_rows": 0,
-             "max_minutes": 0.0},
+    "full": {
+        "epochs": 50,
+        "patience": 5,
+        "batch_size": 256,
+        "max_train_rows": 0,
+        "max_eval_rows": 0,
+        "max_minutes": 0.0,
+    },
 }
 
 
@@ -80,15 +96,28 @@ def train_config(name: str, run: TrainRunConfig, store_root: str, out: str) -> T
         p["max_train_rows"] = run.max_train_rows
     if run.batch_size:
         p["batch_size"] = run.batch_size
-    return TrainConfig(store=store_root, dataset=m.dataset, model=m.model, encoder=m.encoder, lr=run.lr,
-                       seed=run.seed, device=run.device, out=out, **p)
+    return TrainConfig(
+        store=store_root,
+        dataset=m.dataset,
+        model=m.model,
+        encoder=m.encoder,
+        lr=run.lr,
+        seed=run.seed,
+        device=run.device,
+        out=out,
+        **p,
+    )
 
 
 def model_asset(name: str) -> dg.AssetsDefinition:
     m = MODELS[name]
 
-    @dg.asset(name=name, group_name=GROUP, deps=[m.dataset],
-              description=f"{m.model} on {m.encoder} input, trained on {m.dataset} ({m.anchor}).")
+    @dg.asset(
+        name=name,
+        group_name=GROUP,
+        deps=[m.dataset],
+        description=f"{m.model} on {m.encoder} input, trained on {m.dataset} ({m.anchor}).",
+    )
     def _model(context: dg.AssetExecutionContext, config: TrainRunConfig, store: StoreResource):
         st = store.get()
         problem = dataset_problem(st, m.dataset)
@@ -102,18 +131,28 @@ def model_asset(name: str) -> dg.AssetsDefinition:
         test = result.test
         meta = {
             "checkpoint": dg.MetadataValue.path(str(result.checkpoint)),
-            "dataset": m.dataset, "model": m.model, "encoder": m.encoder, "profile": config.profile,
-            "device": result.device, "epochs": len(result.history), "seconds": round(time.monotonic() - start, 1),
+            "dataset": m.dataset,
+            "model": m.model,
+            "encoder": m.encoder,
+            "profile": config.profile,
+            "device": result.device,
+            "epochs": len(result.history),
+            "seconds": round(time.monotonic() - start, 1),
             "train_positions_per_second": round(result.positions_per_second),
-            "rows_train": result.rows["train"], "rows_val": result.rows["val"], "rows_test": result.rows["test"],
+            "rows_train": result.rows["train"],
+            "rows_val": result.rows["val"],
+            "rows_test": result.rows["test"],
             "published": m.anchor,
         }
         if "accuracy" in test:
             meta["test_accuracy"] = round(test["accuracy"], 4)
             meta["majority_class_accuracy"] = round(test["majority_class_accuracy"], 4)
             meta["per_class_accuracy"] = dg.MetadataValue.md(
-                "| class | accuracy |\n|---|---|\n" + "\n".join(
-                    f"| {i} | {'-' if a is None else f'{a:.3f}'} |" for i, a in enumerate(test["per_class_accuracy"])))
+                "| class | accuracy |\n|---|---|\n"
+                + "\n".join(
+                    f"| {i} | {'-' if a is None else f'{a:.3f}'} |" for i, a in enumerate(test["per_class_accuracy"])
+                )
+            )
             meta["confusion_matrix"] = png_md(confusion_png(test["confusion"], f"{name}: test"), "confusion matrix")
         else:
             meta["test_mse"] = round(test.get("mse", float("nan")), 6)
@@ -128,9 +167,12 @@ def model_asset(name: str) -> dg.AssetsDefinition:
 model_assets = [model_asset(name) for name in MODELS]
 
 
-@dg.asset(group_name=GROUP, deps=list(MODELS),
-          description="Every model's newest test figures next to the published ones (Markdown table; "
-                      "also reports/model_results.md in the store).")
+@dg.asset(
+    group_name=GROUP,
+    deps=list(MODELS),
+    description="Every model's newest test figures next to the published ones (Markdown table; "
+    "also reports/model_results.md in the store).",
+)
 def model_results(store: StoreResource) -> dg.MaterializeResult:
     from pipeline.duck import memory_connection
 
@@ -138,27 +180,40 @@ def model_results(store: StoreResource) -> dg.MaterializeResult:
     with memory_connection(st) as con:
         rows = con.sql(
             "SELECT model, dataset, metric, value FROM model_metrics WHERE split = 'test' "
-            "QUALIFY materialised_at = max(materialised_at) OVER (PARTITION BY model)").fetchall()
+            "QUALIFY materialised_at = max(materialised_at) OVER (PARTITION BY model)"
+        ).fetchall()
     got: dict[str, dict] = {}
     for model, dataset, metric, value in rows:
         got.setdefault(model, {"dataset": dataset})[metric] = value
-    lines = ["| model | dataset | input | test positions | ours | majority class | published |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | dataset | input | test positions | ours | majority class | published |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, m in MODELS.items():
         g = got.get(name)
         if g is None:
             lines.append(f"| {name} | {m.dataset} | {m.encoder} | - | not trained yet | - | {m.anchor} |")
             continue
-        ours = (f"{g['accuracy']:.2%} accuracy" if "accuracy" in g
-                else f"MSE {g.get('mse', float('nan')):.4f}, cp MAE {g.get('cp_mae', float('nan')):.0f}")
+        ours = (
+            f"{g['accuracy']:.2%} accuracy"
+            if "accuracy" in g
+            else f"MSE {g.get('mse', float('nan')):.4f}, cp MAE {g.get('cp_mae', float('nan')):.0f}"
+        )
         majority = f"{g['majority_class_accuracy']:.2%}" if "majority_class_accuracy" in g else "-"
-        lines.append(f"| {name} | {m.dataset} | {m.encoder} | {int(g.get('rows', 0)):,} | {ours} | {majority} | "
-                     f"{m.anchor} |")
+        lines.append(
+            f"| {name} | {m.dataset} | {m.encoder} | {int(g.get('rows', 0)):,} | {ours} | {majority} | {m.anchor} |"
+        )
     table = "\n".join(lines) + (
         "\n\nOurs: leakage-free test splits (split by game, no test position in train) of the store's data; "
-        "the published figures come from splits without that guard and from about 3 million positions.\n")
+        "the published figures come from splits without that guard and from about 3 million positions.\n"
+    )
     path = st.root / "reports" / "model_results.md"
     with atomic_path(path) as tmp:
         tmp.write_text(table)
-    return dg.MaterializeResult(metadata={"table": dg.MetadataValue.md(table), "models_trained": len(got),
-                                          "path": dg.MetadataValue.path(str(path))})
+    return dg.MaterializeResult(
+        metadata={
+            "table": dg.MetadataValue.md(table),
+            "models_trained": len(got),
+            "path": dg.MetadataValue.path(str(path)),
+        }
+    )

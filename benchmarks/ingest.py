@@ -63,7 +63,9 @@ FEN_COMMENT = re.compile(rb"\{\s*[1-8pnbrqkPNBRQK]+(?:/[1-8pnbrqkPNBRQK]+){7}\s+
 
 
 def pgn_extract_baseline(path: Path) -> tuple[int, float] | None:
-    exe = shutil.which("pgn-extract") or ("/usr/games/pgn-extract" if os.path.exists("/usr/games/pgn-extract") else None)
+    exe = shutil.which("pgn-extract") or (
+        "/usr/games/pgn-extract" if os.path.exists("/usr/games/pgn-extract") else None
+    )
     if not exe:
         return None
     start = time.perf_counter()
@@ -140,8 +142,10 @@ def main() -> None:
                     with open_archive(f) as src:
                         shutil.copyfileobj(src, out)
                     out.write(b"\n\n")
-        print(f"{len(files)} FICS archives{f' x {args.repeat}' if args.repeat > 1 else ''}, "
-              f"{combined.stat().st_size / 1e6:.1f} MB of PGN, {os.cpu_count()} cores")
+        print(
+            f"{len(files)} FICS archives{f' x {args.repeat}' if args.repeat > 1 else ''}, "
+            f"{combined.stat().st_size / 1e6:.1f} MB of PGN, {os.cpu_count()} cores"
+        )
         workers = os.cpu_count() or 1
         ceiling = machine_scaling(workers) if workers > 1 else 1.0
         if workers > 1:
@@ -159,24 +163,32 @@ def main() -> None:
         p1, s1, sizes = ours(combined, 1)
         assert p1 == pc_plies, f"ply count differs from python-chess: {p1} vs {pc_plies}"
         r1 = p1 / s1
-        print(f"ours, 1 worker:  {p1:,} plies in {s1:.2f}s = {r1:,.0f} plies/s   "
-              f"{r1 / pc_rate:.2f}x (a)" + (f"   {r1 / (pe[0] / pe[1]):.2f}x (b)" if pe else ""))
+        print(
+            f"ours, 1 worker:  {p1:,} plies in {s1:.2f}s = {r1:,.0f} plies/s   "
+            f"{r1 / pc_rate:.2f}x (a)" + (f"   {r1 / (pe[0] / pe[1]):.2f}x (b)" if pe else "")
+        )
         if workers > 1:
             p2, s2, _ = ours(combined, workers)
             r2 = p2 / s2
-            print(f"ours, {workers} workers: {p2:,} plies in {s2:.2f}s = {r2:,.0f} plies/s   "
-                  f"{r2 / pc_rate:.2f}x (a)   {r2 / r1:.2f}x ours/1 worker "
-                  f"({r2 / r1 / ceiling:.0%} of this machine's {ceiling:.2f}x)")
+            print(
+                f"ours, {workers} workers: {p2:,} plies in {s2:.2f}s = {r2:,.0f} plies/s   "
+                f"{r2 / pc_rate:.2f}x (a)   {r2 / r1:.2f}x ours/1 worker "
+                f"({r2 / r1 / ceiling:.0%} of this machine's {ceiling:.2f}x)"
+            )
         if compiled_loops.compiled is not None:
             # The fallback where no C compiler built pipeline/_replay.c: both Python loops.
             compiled_loops.compiled = games_module.compiled = None
             p3, s3, _ = ours(combined, 1)
             r3 = p3 / s3
-            print(f"ours, 1 worker, Python loops (no compiler): {r3:,.0f} plies/s   {r3 / pc_rate:.2f}x (a)   "
-                  f"compiled loops {r1 / r3:.2f}x faster")
-        print(f"positions: {sizes['bytes_per_position']:.2f} bytes/position on disk in all; "
-              f"planes {sizes['planes_bytes_per_position']:.2f} (target < 4), "
-              f"64-bit key {sizes['key_bytes_per_position']:.2f} (random bits, incompressible)")
+            print(
+                f"ours, 1 worker, Python loops (no compiler): {r3:,.0f} plies/s   {r3 / pc_rate:.2f}x (a)   "
+                f"compiled loops {r1 / r3:.2f}x faster"
+            )
+        print(
+            f"positions: {sizes['bytes_per_position']:.2f} bytes/position on disk in all; "
+            f"planes {sizes['planes_bytes_per_position']:.2f} (target < 4), "
+            f"64-bit key {sizes['key_bytes_per_position']:.2f} (random bits, incompressible)"
+        )
 
 
 if __name__ == "__main__":

@@ -115,8 +115,11 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "pgn")
     ap.add_argument("--positions", type=int, default=6000)
     ap.add_argument("--depth", type=int, default=8)
-    ap.add_argument("--candidates", action="store_true",
-                    help="also time `setoption name Clear Hash` and smaller Hash sizes in the raw loop")
+    ap.add_argument(
+        "--candidates",
+        action="store_true",
+        help="also time `setoption name Clear Hash` and smaller Hash sizes in the raw loop",
+    )
     args = ap.parse_args()
     exe = find_stockfish()
     files = sorted(p for p in args.data.rglob("*") if p.is_file() and "fics" in p.name.lower())
@@ -132,16 +135,17 @@ def main() -> None:
         with EnginePool(exe, workers=1) as pool:
             setting = Setting(pool.name, Limit("depth", args.depth))
         cov = coverage(store, setting)
-        print(f"{len(files)} FICS archives: {cov['positions']:,} positions, {cov['distinct_positions']:,} distinct; "
-              f"{cov['repeat_share']:.1%} of positions repeat an earlier one (labelled once)")
+        print(
+            f"{len(files)} FICS archives: {cov['positions']:,} positions, {cov['distinct_positions']:,} distinct; "
+            f"{cov['repeat_share']:.1%} of positions repeat an earlier one (labelled once)"
+        )
 
         with memory_connection(store) as con:
             params = _pending_params(setting, LabelRun(shards=(0,)), [0])
             rows = con.sql(load_sql("queries/pending_labels"), params=params).fetchall()[: args.positions]
         fens = [fen_from_row(r[1], r[2], r[3], r[4], 0, 1) for r in rows]
         n = len(fens)
-        print(f"{n:,} positions of shard 0 in first-seen order, {setting.engine}, depth {args.depth}, "
-              f"{cores} cores\n")
+        print(f"{n:,} positions of shard 0 in first-seen order, {setting.engine}, depth {args.depth}, {cores} cores\n")
 
         rates: dict[str, float] = {}
 
@@ -165,23 +169,37 @@ def main() -> None:
         report_ours("keptN", f"ours, {cores} engines, hash kept", cores, False, "a")
         report("poolk", "pool only, 1 engine, hash kept", *pool_only(exe, fens, args.depth, False), base="a")
         report("a2", "(a) raw UCI loop, hash kept, again", raw_uci_loop(exe, fens, args.depth), base="a")
-        report("c2", "(c) raw UCI loop, ucinewgame each, again",
-               raw_uci_loop(exe, fens, args.depth, "ucinewgame"), base="c")
+        report(
+            "c2",
+            "(c) raw UCI loop, ucinewgame each, again",
+            raw_uci_loop(exe, fens, args.depth, "ucinewgame"),
+            base="c",
+        )
         if args.candidates:
-            report("clear", "raw loop, setoption Clear Hash each", raw_uci_loop(exe, fens, args.depth,
-                                                                               "setoption name Clear Hash"), base="c")
+            report(
+                "clear",
+                "raw loop, setoption Clear Hash each",
+                raw_uci_loop(exe, fens, args.depth, "setoption name Clear Hash"),
+                base="c",
+            )
             for mb in (8, 4, 1):
-                report(f"h{mb}", f"raw loop, ucinewgame each, Hash {mb} MB",
-                       raw_uci_loop(exe, fens, args.depth, "ucinewgame", hash_mb=mb), base="c")
+                report(
+                    f"h{mb}",
+                    f"raw loop, ucinewgame each, Hash {mb} MB",
+                    raw_uci_loop(exe, fens, args.depth, "ucinewgame", hash_mb=mb),
+                    base="c",
+                )
 
         a = (rates["a"] + rates["a2"]) / 2
         c = (rates["c"] + rates["c2"]) / 2
-        print(f"\nagainst the mean of both raw runs of the same mode (hash kept {a:,.0f}/s, ucinewgame each "
-              f"{c:,.0f}/s):\n  reproducible: ours/1 {rates['ours1'] / c:.2f}x (target >= 0.9), ours/{cores} "
-              f"{rates['oursN'] / c:.2f}x (target >= 1.8 on 2 cores), pool only {rates['pool1'] / c:.2f}x\n"
-              f"  hash kept:    ours/1 {rates['kept1'] / a:.2f}x, ours/{cores} {rates['keptN'] / a:.2f}x, "
-              f"pool only {rates['poolk'] / a:.2f}x\n  keeping the hash is {rates['kept1'] / rates['ours1']:.2f}x "
-              f"(1 engine) and {rates['keptN'] / rates['oursN']:.2f}x ({cores} engines) the reproducible speed")
+        print(
+            f"\nagainst the mean of both raw runs of the same mode (hash kept {a:,.0f}/s, ucinewgame each "
+            f"{c:,.0f}/s):\n  reproducible: ours/1 {rates['ours1'] / c:.2f}x (target >= 0.9), ours/{cores} "
+            f"{rates['oursN'] / c:.2f}x (target >= 1.8 on 2 cores), pool only {rates['pool1'] / c:.2f}x\n"
+            f"  hash kept:    ours/1 {rates['kept1'] / a:.2f}x, ours/{cores} {rates['keptN'] / a:.2f}x, "
+            f"pool only {rates['poolk'] / a:.2f}x\n  keeping the hash is {rates['kept1'] / rates['ours1']:.2f}x "
+            f"(1 engine) and {rates['keptN'] / rates['oursN']:.2f}x ({cores} engines) the reproducible speed"
+        )
 
 
 if __name__ == "__main__":

@@ -86,8 +86,10 @@ def main() -> None:
             if device.type == "cuda":
                 torch.cuda.synchronize()
             step_rate = steps * 256 / (time.perf_counter() - start)
-            print(f"{name:<12} {load_rate:>13,.0f} {step_rate:>15,.0f} {load_rate / step_rate:>6.1f}x  "
-                  f"{load_rate / NNUE_PYTORCH_LOADER:.2f}x")
+            print(
+                f"{name:<12} {load_rate:>13,.0f} {step_rate:>15,.0f} {load_rate / step_rate:>6.1f}x  "
+                f"{load_rate / NNUE_PYTORCH_LOADER:.2f}x"
+            )
         print("\ntarget: loader >= 3x the MLP step rate for every encoder")
 
 

@@ -82,8 +82,10 @@ def main() -> None:
         t_ours, nodes, ours = run(ev, boards, args.depth)
         t_base, _, base = run(OneByOne(ev), boards, args.depth)
         same = sum(a == b for a, b in zip(ours, base))
-        print(f"{ev.name:>40}: batched {nodes / t_ours:9,.0f} nodes/s, one by one {nodes / t_base:9,.0f} nodes/s, "
-              f"ratio {t_base / t_ours:.2f}x ({same}/{len(boards)} same moves)")
+        print(
+            f"{ev.name:>40}: batched {nodes / t_ours:9,.0f} nodes/s, one by one {nodes / t_base:9,.0f} nodes/s, "
+            f"ratio {t_base / t_ours:.2f}x ({same}/{len(boards)} same moves)"
+        )
 
 
 if __name__ == "__main__":

@@ -20,10 +20,11 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 import zstandard
 
@@ -67,11 +68,17 @@ class ArchiveNotes:
         where = f"the '}}' at line {closed:,}" if closed is not None else "the end of the archive"
         shown = ", ".join(f"{n:,}" for n in tag_lines[:5]) + (", ..." if len(tag_lines) > 5 else "")
         many = len(tag_lines) > 1
-        self.warnings.append(ArchiveWarning(opened, (
-            f"{name}: line {opened:,}: a '{{' comment in the game with game_index {index} is not closed before "
-            f"the tag pairs of the next game (line {tag_lines[0]:,}); it runs to {where}, so {len(tag_lines)} "
-            f"game{'s' if many else ''} (tags at line{'s' if many else ''} {shown}) {'are' if many else 'is'} "
-            "read as comment text and lost: close the comment in the archive and ingest it again")))
+        self.warnings.append(
+            ArchiveWarning(
+                opened,
+                (
+                    f"{name}: line {opened:,}: a '{{' comment in the game with game_index {index} is not closed before "
+                    f"the tag pairs of the next game (line {tag_lines[0]:,}); it runs to {where}, so {len(tag_lines)} "
+                    f"game{'s' if many else ''} (tags at line{'s' if many else ''} {shown}) {'are' if many else 'is'} "
+                    "read as comment text and lost: close the comment in the archive and ingest it again"
+                ),
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -207,8 +214,7 @@ def iter_raw_games(path: Path, notes: ArchiveNotes | None = None) -> Iterator[Ra
     except OSError as e:
         raise ArchiveError(f"{name}: cannot open: {e}") from e
     with stream:
-        yield from _split_games(stream, name, ArchiveNotes() if notes is None else notes,
-                                detect_compression(path))
+        yield from _split_games(stream, name, ArchiveNotes() if notes is None else notes, detect_compression(path))
 
 
 def _split_games(stream: BinaryIO, name: str, notes: ArchiveNotes, compression: str = "none") -> Iterator[RawGame]:
@@ -229,7 +235,7 @@ def _split_games(stream: BinaryIO, name: str, notes: ArchiveNotes, compression: 
         # The first 4,096 bytes decide whether this is text at all; the head is then read
         # on to the end of its line and split like the rest.
         head = stream.read(HEAD_BYTES)
-        _check_text(head[len(BOM):] if head.startswith(BOM) else head, name)
+        _check_text(head[len(BOM) :] if head.startswith(BOM) else head, name)
         if len(head) == HEAD_BYTES and not head.endswith(b"\n"):
             head += stream.readline()
         for lineno, line in enumerate(chain(io.BytesIO(head), stream), 1):
@@ -239,7 +245,7 @@ def _split_games(stream: BinaryIO, name: str, notes: ArchiveNotes, compression: 
                 # at the start of a game is dropped (as python-chess does).
                 if line.startswith(BOM):
                     while line.startswith(BOM):
-                        line = line[len(BOM):]
+                        line = line[len(BOM) :]
                     stripped = line.strip()
                 if not stripped or line.startswith(b"%"):
                     continue
@@ -312,8 +318,10 @@ def _split_games(stream: BinaryIO, name: str, notes: ArchiveNotes, compression: 
             "the file is incomplete, download or copy it again"
         ) from None
     except (OSError, zstandard.ZstdError) as e:
-        raise ArchiveError(f"{name}: cannot read the archive after {index} games, it is corrupt or unreadable "
-                           f"({e}); download or copy it again") from None
+        raise ArchiveError(
+            f"{name}: cannot read the archive after {index} games, it is corrupt or unreadable "
+            f"({e}); download or copy it again"
+        ) from None
     if lost:
         notes.swallowed(name, index, comment_line, lost, None)
     if lines:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -64,31 +64,71 @@ CHOICE_PARAMS = {"pov": Pov, "target_kind": TargetKind}
 _SABATELLI = {"min_elo": 2000, **_LABEL, "pov": "side_to_move"}
 _RATED = "positions of games whose players are both rated over {min_elo}, or of engine games"
 
-DATASETS = {s.name: s for s in [
-    DatasetSpec("sabatelli_3class", "Sabatelli: win / draw / loss at +/-1.5 pawns", 3, defaults=_SABATELLI,
-                candidates=_RATED),
-    DatasetSpec("sabatelli_15class", "Sabatelli: 15 classes, one per pawn beyond +/-1.5", 15, defaults=_SABATELLI,
-                candidates=_RATED),
-    DatasetSpec("sabatelli_20class", "Sabatelli: 20 classes, the draw region in half pawns", 20,
-                defaults=_SABATELLI, candidates=_RATED),
-    DatasetSpec("sabatelli_regression", "Sabatelli: the score mapped onto [0, 1] (or a win probability)", 0,
-                defaults={**_SABATELLI, "clip_cp": 1500, "wp_scale": 400.0, "target_kind": "linear"},
-                candidates=_RATED),
-    DatasetSpec("deepchess", "DeepChess: 10 random positions per decisive game, tagged by winner", 2,
-                labelled=False, defaults={"sample_seed": 0, "per_game": 10, "skip_moves": 5},
-                candidates="positions of decisive games after move {skip_moves}, not reached by a capture"),
-    DatasetSpec("lubeck_wdl", "Lubeck: every position of games averaging over 2000, the result as target", 3,
-                labelled=False, defaults={"min_avg_elo": 2000},
-                candidates="positions of finished games whose players average over {min_avg_elo}, or of engine "
-                           "games"),
-    DatasetSpec("hui_checkmate", "Hui: the last part of games ending in mate, the winner as target", 2,
-                labelled=False, defaults={"min_elo": 1500, "gamestage": 0.2},
-                candidates="positions of games ending in mate whose players are both rated over {min_elo}"),
-    DatasetSpec("piece_values", "Centipawn targets (pawns, White's view) for the piece-value network", 0,
-                defaults={"min_elo": 0, **_LABEL, "max_cp": 1500},
-                candidates="positions of games whose players are both rated over {min_elo} (0: every game), or of "
-                           "engine games, within +/-{max_cp} centipawns"),
-]}
+DATASETS = {
+    s.name: s
+    for s in [
+        DatasetSpec(
+            "sabatelli_3class",
+            "Sabatelli: win / draw / loss at +/-1.5 pawns",
+            3,
+            defaults=_SABATELLI,
+            candidates=_RATED,
+        ),
+        DatasetSpec(
+            "sabatelli_15class",
+            "Sabatelli: 15 classes, one per pawn beyond +/-1.5",
+            15,
+            defaults=_SABATELLI,
+            candidates=_RATED,
+        ),
+        DatasetSpec(
+            "sabatelli_20class",
+            "Sabatelli: 20 classes, the draw region in half pawns",
+            20,
+            defaults=_SABATELLI,
+            candidates=_RATED,
+        ),
+        DatasetSpec(
+            "sabatelli_regression",
+            "Sabatelli: the score mapped onto [0, 1] (or a win probability)",
+            0,
+            defaults={**_SABATELLI, "clip_cp": 1500, "wp_scale": 400.0, "target_kind": "linear"},
+            candidates=_RATED,
+        ),
+        DatasetSpec(
+            "deepchess",
+            "DeepChess: 10 random positions per decisive game, tagged by winner",
+            2,
+            labelled=False,
+            defaults={"sample_seed": 0, "per_game": 10, "skip_moves": 5},
+            candidates="positions of decisive games after move {skip_moves}, not reached by a capture",
+        ),
+        DatasetSpec(
+            "lubeck_wdl",
+            "Lubeck: every position of games averaging over 2000, the result as target",
+            3,
+            labelled=False,
+            defaults={"min_avg_elo": 2000},
+            candidates="positions of finished games whose players average over {min_avg_elo}, or of engine games",
+        ),
+        DatasetSpec(
+            "hui_checkmate",
+            "Hui: the last part of games ending in mate, the winner as target",
+            2,
+            labelled=False,
+            defaults={"min_elo": 1500, "gamestage": 0.2},
+            candidates="positions of games ending in mate whose players are both rated over {min_elo}",
+        ),
+        DatasetSpec(
+            "piece_values",
+            "Centipawn targets (pawns, White's view) for the piece-value network",
+            0,
+            defaults={"min_elo": 0, **_LABEL, "max_cp": 1500},
+            candidates="positions of games whose players are both rated over {min_elo} (0: every game), or of "
+            "engine games, within +/-{max_cp} centipawns",
+        ),
+    ]
+}
 
 
 @dataclass(frozen=True)
@@ -105,8 +145,9 @@ class SplitConfig:
 
     def __post_init__(self):
         if not (0 <= self.val_fraction and 0 <= self.test_fraction and self.val_fraction + self.test_fraction < 1):
-            raise ValueError(f"val_fraction + test_fraction must be in [0, 1), got {self.val_fraction} + "
-                             f"{self.test_fraction}")
+            raise ValueError(
+                f"val_fraction + test_fraction must be in [0, 1), got {self.val_fraction} + {self.test_fraction}"
+            )
         if self.by not in get_args(SplitBy):
             raise ValueError(f"split by must be {' or '.join(get_args(SplitBy))}, got {self.by!r}")
 
@@ -200,8 +241,9 @@ def empty_reason(con, name: str, values: dict, candidates: int) -> str:
     """Why DATASETS[name] with these values has no labelled candidate: worked out from the store
     (over a connection holding the `candidate` table). One sentence with the fix."""
     spec = DATASETS[name]
-    games, positions = con.execute("SELECT (SELECT count(*) FROM games), (SELECT count(*) FROM positions)"
-                                   ).fetchall()[0]
+    games, positions = con.execute("SELECT (SELECT count(*) FROM games), (SELECT count(*) FROM positions)").fetchall()[
+        0
+    ]
     if not positions:
         return "the store has no games (add archives: `chess-pipeline ingest PATH...`)"
     if not candidates:
@@ -219,25 +261,32 @@ def empty_reason(con, name: str, values: dict, candidates: int) -> str:
     cover = con.execute(  # candidate rows each setting has labels for
         "SELECT engine, limit_kind, limit_value, count(*) AS n FROM candidate "
         "JOIN (SELECT DISTINCT engine, limit_kind, limit_value, position_key FROM labels) USING (position_key) "
-        "GROUP BY ALL ORDER BY n DESC, 1, 2, 3").fetchall()
+        "GROUP BY ALL ORDER BY n DESC, 1, 2, 3"
+    ).fetchall()
     label_cmd = f"`chess-pipeline label {label_flags(kind, value)}`"
     if not cover:
         [(total,)] = con.execute("SELECT count(*) FROM labels").fetchall()
         if not total:
             return f"the store has no labels yet; its {candidates:,} candidate positions need {want} (run {label_cmd})"
-        return (f"no label in the store covers its {candidates:,} candidate positions (the store's {total:,} labels "
-                f"are of other positions): run {label_cmd}")
+        return (
+            f"no label in the store covers its {candidates:,} candidate positions (the store's {total:,} labels "
+            f"are of other positions): run {label_cmd}"
+        )
     engines = {e for e, _, _, _ in cover}
-    has = ", ".join(f"{setting_text(k, v, e if engine or len(engines) > 1 else '')} ({n:,} of them)"
-                    for e, k, v, n in cover)
+    has = ", ".join(
+        f"{setting_text(k, v, e if engine or len(engines) > 1 else '')} ({n:,} of them)" for e, k, v, n in cover
+    )
     e0, k0, v0, _ = cover[0]
     use = label_flags(k0, v0, "--label-") + (f' --label-engine "{e0}"' if engine and e0 != engine else "")
-    return (f"no {want} for its {candidates:,} candidate positions; the store has labels for {has}: "
-            f"run {label_cmd}, or build from those with `chess-pipeline datasets {name} {use}`")
+    return (
+        f"no {want} for its {candidates:,} candidate positions; the store has labels for {has}: "
+        f"run {label_cmd}, or build from those with `chess-pipeline datasets {name} {use}`"
+    )
 
 
-def build_dataset(store: Store, name: str, params: dict | None = None, split: SplitConfig = SplitConfig()
-                  ) -> DatasetStats:
+def build_dataset(
+    store: Store, name: str, params: dict | None = None, split: SplitConfig = SplitConfig()
+) -> DatasetStats:
     """Materialise one dataset (DATASETS[name]) with params over its defaults."""
     values = dataset_values(name, params)
     spec = DATASETS[name]
@@ -246,12 +295,19 @@ def build_dataset(store: Store, name: str, params: dict | None = None, split: Sp
         stats.candidates, stats.unlabelled = _candidates(con, name, values)
         if not stats.labelled:
             stats.empty_reason = empty_reason(con, name, values, stats.candidates)
-        split_values = {"seed": split.seed, "val_fraction": split.val_fraction, "test_fraction": split.test_fraction,
-                        "by": split.by}
+        split_values = {
+            "seed": split.seed,
+            "val_fraction": split.val_fraction,
+            "test_fraction": split.test_fraction,
+            "by": split.by,
+        }
         assign = load_sql("queries/split_assign")
         con.execute(assign, sql_params(assign, split_values))
-        con.execute(load_sql("queries/split_guard") if split.guard
-                    else "CREATE OR REPLACE TEMP TABLE split_rows AS SELECT * FROM assigned")
+        con.execute(
+            load_sql("queries/split_guard")
+            if split.guard
+            else "CREATE OR REPLACE TEMP TABLE split_rows AS SELECT * FROM assigned"
+        )
         before = dict(con.execute("SELECT split, count(*) FROM assigned GROUP BY 1").fetchall())
         after = dict(con.execute("SELECT split, count(*) FROM split_rows GROUP BY 1").fetchall())
         stats.games = dict(con.execute("SELECT split, count(DISTINCT game_id) FROM split_rows GROUP BY 1").fetchall())
@@ -262,15 +318,18 @@ def build_dataset(store: Store, name: str, params: dict | None = None, split: Sp
             for s, cls, n in con.execute("SELECT split, target, count(*) FROM split_rows GROUP BY ALL").fetchall():
                 stats.histogram.setdefault(s, {})[int(cls)] = n
         else:
-            for s, *summary in con.execute("SELECT split, avg(target), stddev_pop(target), min(target), max(target) "
-                                           "FROM split_rows GROUP BY 1").fetchall():
+            for s, *summary in con.execute(
+                "SELECT split, avg(target), stddev_pop(target), min(target), max(target) FROM split_rows GROUP BY 1"
+            ).fetchall():
                 stats.target_summary[s] = tuple(summary)
-        made = datetime.now(timezone.utc)
+        made = datetime.now(UTC)
         built = json.dumps({"dataset": name, "params": values, "split": asdict(split)})
         for s in SPLITS:
-            table = con.sql("SELECT $dataset AS dataset, * EXCLUDE (split), split, $made AS materialised_at "
-                            "FROM split_rows WHERE split = $split ORDER BY game_id, ply",
-                            params={"dataset": name, "split": s, "made": made}).to_arrow_table()
+            table = con.sql(
+                "SELECT $dataset AS dataset, * EXCLUDE (split), split, $made AS materialised_at "
+                "FROM split_rows WHERE split = $split ORDER BY game_id, ply",
+                params={"dataset": name, "split": s, "made": made},
+            ).to_arrow_table()
             i = table.schema.get_field_index("planes")
             table = table.set_column(i, "planes", table.column("planes").cast(pa.binary(96)))  # as in positions
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), BUILT_KEY: built})
@@ -308,14 +367,18 @@ def dataset_problem(store: Store, name: str) -> str:
                 if "label_kind" in values and any(values[k] != DATASETS[name].defaults[k] for k in _LABEL):
                     again += " " + label_flags(values["label_kind"], values["label_value"], "--label-")
                     again += f' --label-engine "{values["label_engine"]}"' if values["label_engine"] else ""
-                return (f"{name} has no rows, but the store now has {candidates - unlabelled:,} positions for it "
-                        f"(build it again: `{again}`)")
+                return (
+                    f"{name} has no rows, but the store now has {candidates - unlabelled:,} positions for it "
+                    f"(build it again: `{again}`)"
+                )
             return f"{name} has no rows: {empty_reason(con, name, values, candidates)}"
     empty = [s for s in SPLITS if not rows[s]]
     if empty:
         counts = ", ".join(f"{s} {rows[s]:,}" for s in SPLITS)
-        return (f"{name} has no {' or '.join(empty)} rows ({counts}): more games (identical games count once), "
-                f"or larger split fractions (`chess-pipeline datasets {name} --val-fraction 0.2 --test-fraction 0.2`)")
+        return (
+            f"{name} has no {' or '.join(empty)} rows ({counts}): more games (identical games count once), "
+            f"or larger split fractions (`chess-pipeline datasets {name} --val-fraction 0.2 --test-fraction 0.2`)"
+        )
     return ""
 
 
@@ -328,6 +391,6 @@ def split_overlap(store: Store, name: str) -> dict:
         for a, b in (("train", "val"), ("train", "test"), ("val", "test")):
             out[f"{a}/{b}"] = con.execute(
                 f"SELECT count(*) FROM {keys[a]} x SEMI JOIN {keys[b]} y USING (position_key)",
-                {a: files[a], b: files[b]}).fetchall()[0][0]
+                {a: files[a], b: files[b]},
+            ).fetchall()[0][0]
     return out
-

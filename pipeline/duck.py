@@ -14,9 +14,23 @@ import pyarrow.parquet as pq
 from pipeline.schemas import table_schemas
 from pipeline.store import Store, atomic_path
 
-VIEW_ORDER = ("store_guard", "macros", "games", "rejected_games", "positions", "archives", "distinct_positions",
-              "labels", "label_failures", "best_labels", "labelled_positions", "label_macros", "datasets",
-              "model_metrics", "evaluation_results")
+VIEW_ORDER = (
+    "store_guard",
+    "macros",
+    "games",
+    "rejected_games",
+    "positions",
+    "archives",
+    "distinct_positions",
+    "labels",
+    "label_failures",
+    "best_labels",
+    "labelled_positions",
+    "label_macros",
+    "datasets",
+    "model_metrics",
+    "evaluation_results",
+)
 SCHEMA_FILE = "_schema.parquet"
 _PLACEHOLDER = re.compile(r"\{\{(parquet:[a-z_]+|store_file|store_guard)\}\}")
 _GLOB_SPECIAL = re.compile(r"([\[*?])")
@@ -51,8 +65,10 @@ def glob_escape(path: str) -> str:
     store `store[2]` unescaped reads `store2`, `store*` reads every `store...`). A backslash
     cannot be matched at all, so such a path is refused rather than read wrongly."""
     if "\\" in path:
-        raise ValueError(f"{path}: a store path with a backslash cannot be read by DuckDB's file globs; "
-                         "move the store to a folder without one")
+        raise ValueError(
+            f"{path}: a store path with a backslash cannot be read by DuckDB's file globs; "
+            "move the store to a folder without one"
+        )
     return _GLOB_SPECIAL.sub(r"[\1]", path)
 
 
@@ -87,8 +103,10 @@ def create_views(store: Store) -> Path:
     new data either way). The views read this store by absolute, glob-escaped paths and
     fail, saying so, when the file is opened from anywhere else (a copy or a moved store)."""
     if "?" in store_file(store):
-        raise ValueError(f"{store.root}: DuckDB cannot keep a database file under a path with '?' (it reads the "
-                         "rest as options); move the store to a folder without one")
+        raise ValueError(
+            f"{store.root}: DuckDB cannot keep a database file under a path with '?' (it reads the "
+            "rest as options); move the store to a folder without one"
+        )
     store.ensure()
     ensure_schema_files(store)
     with atomic_path(store.duckdb_path) as tmp:
@@ -139,27 +157,57 @@ def connect(store: Store, read_only: bool = True) -> duckdb.DuckDBPyConnection:
 
 # Read-only queries ------------------------------------------------------------------------
 
+
 class QueryRefused(ValueError):
     """A statement given to a read-only query interface would write or change settings."""
 
 
-READ_PRAGMAS = frozenset({"table_info", "show_tables", "show_tables_expanded", "show_databases", "database_list",
-                          "database_size", "storage_info", "show", "version", "platform", "functions",
-                          "collations", "user_agent", "metadata_info"})
+READ_PRAGMAS = frozenset(
+    {
+        "table_info",
+        "show_tables",
+        "show_tables_expanded",
+        "show_databases",
+        "database_list",
+        "database_size",
+        "storage_info",
+        "show",
+        "version",
+        "platform",
+        "functions",
+        "collations",
+        "user_agent",
+        "metadata_info",
+    }
+)
 """PRAGMAs that only read (others change settings, and IMPORT DATABASE parses as a PRAGMA)."""
 
 READ_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
 """Query nodes of a statement that reads; `WITH d AS (DELETE ... RETURNING *) SELECT ...`
 parses as a SELECT but holds a DELETE_QUERY_NODE."""
 
-SIDE_EFFECT_FUNCTIONS = frozenset({
-    "enable_logging", "disable_logging", "truncate_duckdb_logs", "enable_profiling", "disable_profiling",
-    "checkpoint", "force_checkpoint", "create_external_resource", "register_external_resource",
-    "register_external_resource_type", "destroy_external_resource", "deregister_external_resource",
-    "add_grammar_extension", "remove_grammar_extension", "nextval",
-    # these run SQL text this check never sees
-    "query", "json_execute_serialized_sql",
-})
+SIDE_EFFECT_FUNCTIONS = frozenset(
+    {
+        "enable_logging",
+        "disable_logging",
+        "truncate_duckdb_logs",
+        "enable_profiling",
+        "disable_profiling",
+        "checkpoint",
+        "force_checkpoint",
+        "create_external_resource",
+        "register_external_resource",
+        "register_external_resource_type",
+        "destroy_external_resource",
+        "deregister_external_resource",
+        "add_grammar_extension",
+        "remove_grammar_extension",
+        "nextval",
+        # these run SQL text this check never sees
+        "query",
+        "json_execute_serialized_sql",
+    }
+)
 """Functions callable inside a SELECT that write files (enable_logging(storage = 'file', ...))
 or change the session; refused by name, and the session's configuration is locked besides."""
 
@@ -170,14 +218,16 @@ _PRAGMA = re.compile(r"PRAGMA\s+([A-Za-z_]+)", re.I)
 
 
 def _body(statement: duckdb.Statement) -> str:
-    return statement.query[_LEADING.match(statement.query).end():]
+    return statement.query[_LEADING.match(statement.query).end() :]
 
 
 def _refuse(statement: duckdb.Statement, why: str) -> QueryRefused:
     words = _body(statement).split()
     head = " ".join(words[:3]) + (" ..." if len(words) > 3 else "") if words else statement.type.name
-    return QueryRefused(f"refused `{head}`: {why}; only statements that read run here ({READ_KINDS}). "
-                        "To keep a result, redirect the output: --format csv > result.csv")
+    return QueryRefused(
+        f"refused `{head}`: {why}; only statements that read run here ({READ_KINDS}). "
+        "To keep a result, redirect the output: --format csv > result.csv"
+    )
 
 
 def _walk(node, nodes: set, functions: set) -> None:
@@ -205,16 +255,46 @@ def _check_select(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement) -
     functions: set[str] = set()
     _walk(tree, nodes, functions)
     if nodes - READ_NODES:
-        raise _refuse(statement, "it changes data inside a WITH ("
-                      + ", ".join(sorted(n.removesuffix("_QUERY_NODE") for n in nodes - READ_NODES)) + ")")
+        raise _refuse(
+            statement,
+            "it changes data inside a WITH ("
+            + ", ".join(sorted(n.removesuffix("_QUERY_NODE") for n in nodes - READ_NODES))
+            + ")",
+        )
     if functions & SIDE_EFFECT_FUNCTIONS:
-        raise _refuse(statement, f"{', '.join(sorted(functions & SIDE_EFFECT_FUNCTIONS))}() writes files or "
-                                 "changes the session")
+        raise _refuse(
+            statement, f"{', '.join(sorted(functions & SIDE_EFFECT_FUNCTIONS))}() writes files or changes the session"
+        )
 
 
-WRITE_KEYWORDS = frozenset({"insert", "update", "delete", "merge", "copy", "attach", "detach", "create", "drop",
-                            "alter", "set", "reset", "call", "export", "import", "load", "install", "truncate",
-                            "vacuum", "checkpoint", "pragma", "prepare", "execute", "use"})
+WRITE_KEYWORDS = frozenset(
+    {
+        "insert",
+        "update",
+        "delete",
+        "merge",
+        "copy",
+        "attach",
+        "detach",
+        "create",
+        "drop",
+        "alter",
+        "set",
+        "reset",
+        "call",
+        "export",
+        "import",
+        "load",
+        "install",
+        "truncate",
+        "vacuum",
+        "checkpoint",
+        "pragma",
+        "prepare",
+        "execute",
+        "use",
+    }
+)
 _WORD = re.compile(r'"?([A-Za-z_][A-Za-z0-9_$]*)')
 
 

@@ -116,11 +116,12 @@ def unpack_planes(blob: bytes) -> list[int]:
     """96 packed bytes -> 12 bitboards."""
     if len(blob) != 96:
         raise ValueError(f"planes must be 96 bytes, got {len(blob)}")
-    return [int.from_bytes(blob[i * 8:(i + 1) * 8], "little") for i in range(12)]
+    return [int.from_bytes(blob[i * 8 : (i + 1) * 8], "little") for i in range(12)]
 
 
-def board_from_row(planes: bytes, side_to_move: str, castling: int, ep_square: int | None,
-                   halfmove_clock: int, fullmove_number: int) -> chess.Board:
+def board_from_row(
+    planes: bytes, side_to_move: str, castling: int, ep_square: int | None, halfmove_clock: int, fullmove_number: int
+) -> chess.Board:
     """A chess.Board from a stored position row."""
     board = chess.Board(None)
     for bb, symbol in zip(unpack_planes(planes), PLANE_ORDER):
@@ -147,12 +148,20 @@ def fen_from_row(*args, **kwargs) -> str:
 _FEN_CHARS = np.frombuffer(b"." + PLANE_ORDER.encode(), dtype=np.uint8)
 # Board squares in FEN order: a8..h8, a7..h7, ..., a1..h1.
 _FEN_SQUARES = np.array([rank * 8 + file for rank in range(7, -1, -1) for file in range(8)])
-_CASTLING_FEN = ["".join(c for bit, c in ((CASTLE_K, "K"), (CASTLE_Q, "Q"), (CASTLE_k, "k"), (CASTLE_q, "q"))
-                         if bits & bit) or "-" for bits in range(16)]
+_CASTLING_FEN = [
+    "".join(c for bit, c in ((CASTLE_K, "K"), (CASTLE_Q, "Q"), (CASTLE_k, "k"), (CASTLE_q, "q")) if bits & bit) or "-"
+    for bits in range(16)
+]
 
 
-def fens_from_columns(planes: list[bytes], side_to_move: list[str], castling: list[int],
-                      ep_square: list[int | None], halfmove_clock: int = 0, fullmove_number: int = 1) -> list[str]:
+def fens_from_columns(
+    planes: list[bytes],
+    side_to_move: list[str],
+    castling: list[int],
+    ep_square: list[int | None],
+    halfmove_clock: int = 0,
+    fullmove_number: int = 1,
+) -> list[str]:
     """FENs of many stored positions at once (the same strings fen_from_row gives), with the
     given clocks: a few microseconds a position instead of a chess.Board each."""
     n = len(planes)
@@ -166,12 +175,14 @@ def fens_from_columns(planes: list[bytes], side_to_move: list[str], castling: li
     tail = f" {halfmove_clock} {fullmove_number}"
     out = []
     for i in range(n):
-        b = text[i * 64:(i + 1) * 64]
+        b = text[i * 64 : (i + 1) * 64]
         board = "/".join((b[0:8], b[8:16], b[16:24], b[24:32], b[32:40], b[40:48], b[48:56], b[56:64]))
         for run in ("........", ".......", "......", ".....", "....", "...", "..", "."):
             if run in board:
                 board = board.replace(run, str(len(run)))
         ep = ep_square[i]
-        out.append(f"{board} {side_to_move[i]} {_CASTLING_FEN[castling[i]]} "
-                   f"{chess.SQUARE_NAMES[ep] if ep is not None and ep >= 0 else '-'}{tail}")
+        out.append(
+            f"{board} {side_to_move[i]} {_CASTLING_FEN[castling[i]]} "
+            f"{chess.SQUARE_NAMES[ep] if ep is not None and ep >= 0 else '-'}{tail}"
+        )
     return out

@@ -2,9 +2,9 @@
 
 The pool drives every engine from one thread with non-blocking pipes and select(), so a
 position costs the engine's search plus its parsing and the python-chess check of its label
-(about 0.2 ms of CPU, 2-3% of a depth-8 search's), no thread per engine. Engines that crash (the pipe closes) or hang (no
-`bestmove` by the deadline, even after `stop`) are killed, restarted and their position
-retried; a position that fails `retries + 1` times comes back as a Failure with the reason.
+(about 0.2 ms of CPU, 2-3% of a depth-8 search's), no thread per engine. Engines that crash
+(the pipe closes) or hang (no `bestmove` by the deadline, even after `stop`) are killed,
+restarted and their position retried; a position that fails `retries + 1` times comes back as a Failure with the reason.
 
 Every reply is tied to its request: each position's commands open with a fence, commands
 Stockfish answers only after the previous search has printed everything and before this
@@ -75,8 +75,10 @@ def find_stockfish(explicit: str | None = None, environ: Mapping[str, str] | Non
         if Path(chosen).is_file() and os.access(chosen, os.X_OK):
             return str(chosen)
         why = "is not executable" if Path(chosen).is_file() else "does not exist"
-        raise EngineNotFound(f"Stockfish at {chosen} {why} (from {'the configured path' if explicit else 'STOCKFISH_PATH'}): "
-                             "point it at the engine binary, or unset it to use PATH or /usr/games/stockfish")
+        raise EngineNotFound(
+            f"Stockfish at {chosen} {why} (from {'the configured path' if explicit else 'STOCKFISH_PATH'}): "
+            "point it at the engine binary, or unset it to use PATH or /usr/games/stockfish"
+        )
     for c in (shutil.which("stockfish", path=env.get("PATH")), DEBIAN_PATH):
         if c and Path(c).is_file() and os.access(c, os.X_OK):
             return str(c)
@@ -173,7 +175,7 @@ def parse_info(line: bytes) -> dict:
         while i < n:
             t = tok[i]
             if t == b"pv":
-                out["pv"] = b" ".join(tok[i + 1:]).decode()
+                out["pv"] = b" ".join(tok[i + 1 :]).decode()
                 break
             if t == b"score":
                 kind = tok[i + 1]
@@ -315,8 +317,9 @@ class UciEngine:
                 self.name = line[8:].decode().strip()
         if not self.name:
             raise EngineError(f"{self.path} did not send `id name` before uciok: not a UCI engine?")
-        self.send(f"setoption name Threads value {self.threads}\nsetoption name Hash value {self.hash_mb}\n"
-                  "isready\n".encode())
+        self.send(
+            f"setoption name Threads value {self.threads}\nsetoption name Hash value {self.hash_mb}\nisready\n".encode()
+        )
         for _ in self.lines_until(b"readyok", HANDSHAKE_TIMEOUT_S):
             pass
         return self
@@ -445,7 +448,8 @@ def _check_kept_fence(engine: UciEngine) -> None:
     if first is None:
         raise EngineError(
             f"{engine.name or engine.path} answers `go perft` during a search, so hash-kept labels cannot be tied "
-            "to their positions: use the reproducible setting (the default; it clears the hash before each position)")
+            "to their positions: use the reproducible setting (the default; it clears the hash before each position)"
+        )
     engine.send(b"ucinewgame\nisready\n")
     for _ in engine.lines_until(b"readyok", HANDSHAKE_TIMEOUT_S):
         pass
@@ -458,8 +462,18 @@ class _SearchState:
     position's fence came first (this search ended without `bestmove`); `lost` when the
     output cannot belong to this search (the engine is out of step)."""
 
-    __slots__ = ("fence", "static_eval", "started", "last", "best", "static", "static_none", "done",
-                 "next_fence", "lost")
+    __slots__ = (
+        "fence",
+        "static_eval",
+        "started",
+        "last",
+        "best",
+        "static",
+        "static_none",
+        "done",
+        "next_fence",
+        "lost",
+    )
 
     def __init__(self, fence: bytes, static_eval: bool = False):
         self.fence = fence
@@ -572,13 +586,24 @@ class EnginePool:
     stores those under a setting of their own.
     """
 
-    def __init__(self, path: str, workers: int = 0, threads: int = 1, hash_mb: int = 16,
-                 timeout_s: float = 60.0, retries: int = 2, clear_hash: bool = True, batch: int = 16,
-                 pipeline: int = 3):
+    def __init__(
+        self,
+        path: str,
+        workers: int = 0,
+        threads: int = 1,
+        hash_mb: int = 16,
+        timeout_s: float = 60.0,
+        retries: int = 2,
+        clear_hash: bool = True,
+        batch: int = 16,
+        pipeline: int = 3,
+    ):
         if clear_hash and threads != 1:
-            raise ValueError(f"threads={threads} with clear_hash: Stockfish's search on several threads depends "
-                             "on their timing, so labels would not be reproducible; use threads=1 (and more "
-                             "workers), or clear_hash=False for the hash-kept setting")
+            raise ValueError(
+                f"threads={threads} with clear_hash: Stockfish's search on several threads depends "
+                "on their timing, so labels would not be reproducible; use threads=1 (and more "
+                "workers), or clear_hash=False for the hash-kept setting"
+            )
         self.path = path
         self.workers = workers or os.cpu_count() or 1
         self.threads = threads
@@ -690,7 +715,8 @@ class EnginePool:
                     self._send(slot, b"stop\n")
                     continue
                 yield from self._engine_lost(
-                    slot, f"engine hung: no result within {self.timeout_s:g}s, nor after `stop`")
+                    slot, f"engine hung: no result within {self.timeout_s:g}s, nor after `stop`"
+                )
             if ready and all(len(s.inflight) >= self.pipeline for s in self.slots if s.inflight):
                 # Every engine has its next job queued: let output pile up for a moment
                 # rather than waking for each info line.
@@ -739,8 +765,19 @@ class EnginePool:
             ev = Evaluation(job, cp, None, cp, None, None, 0, 0, 0, 0, tries)
         else:
             cp, mate, score = white_pov(job, r.get("cp"), r.get("mate"))
-            ev = Evaluation(job, cp, mate, score, r.get("bestmove"), r.get("pv"), r.get("depth", 0),
-                            r.get("seldepth", 0), r.get("nodes", 0), r.get("time", 0), tries)
+            ev = Evaluation(
+                job,
+                cp,
+                mate,
+                score,
+                r.get("bestmove"),
+                r.get("pv"),
+                r.get("depth", 0),
+                r.get("seldepth", 0),
+                r.get("nodes", 0),
+                r.get("time", 0),
+                tries,
+            )
         why = check_label(ev, limit)
         if why is not None:
             return f"invalid label: {why}"

@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 import chess
 import pyarrow as pa
@@ -25,8 +25,18 @@ from pipeline.matches import MatchResult, MatchSpec, play_game, play_match, wils
 from pipeline.schemas import METRICS_SCHEMA, RESULTS_SCHEMA
 from pipeline.search import AlphaBeta, Evaluator, RandomPlayer, SearchPlayer, StockfishPlayer
 from pipeline.store import PARQUET_OPTIONS, Store, atomic_path
-from pipeline.suites import (DeltaCp, EpdFile, EpdPosition, SuiteError, SuiteScore, engine_evaluations, is_sts,
-                             kaufman_delta_cp, read_epd, score_suite)
+from pipeline.suites import (
+    DeltaCp,
+    EpdFile,
+    EpdPosition,
+    SuiteError,
+    SuiteScore,
+    engine_evaluations,
+    is_sts,
+    kaufman_delta_cp,
+    read_epd,
+    score_suite,
+)
 
 Row = tuple[str, str, float, int, str]
 """(suite, metric, value, n, detail)"""
@@ -39,28 +49,45 @@ ENDGAME_MATCH = "endgame conversion"
 
 def write_results(store: Store, asset: str, run_id: str, rows: list[tuple[str, str, str, float, int, str]]) -> Path:
     """(model, suite, metric, value, n, detail) rows into evaluation_results/<asset>/<run_id>.parquet."""
-    made = datetime.now(timezone.utc)
+    made = datetime.now(UTC)
     cols = list(zip(*rows)) if rows else [[] for _ in range(6)]
-    table = pa.table({
-        "model": list(cols[0]), "suite": list(cols[1]), "metric": list(cols[2]),
-        "value": [float(v) for v in cols[3]], "n": [int(v) for v in cols[4]], "detail": list(cols[5]),
-        "asset": [asset] * len(rows), "run_id": [run_id] * len(rows), "materialised_at": [made] * len(rows),
-    }, schema=RESULTS_SCHEMA)
+    table = pa.table(
+        {
+            "model": list(cols[0]),
+            "suite": list(cols[1]),
+            "metric": list(cols[2]),
+            "value": [float(v) for v in cols[3]],
+            "n": [int(v) for v in cols[4]],
+            "detail": list(cols[5]),
+            "asset": [asset] * len(rows),
+            "run_id": [run_id] * len(rows),
+            "materialised_at": [made] * len(rows),
+        },
+        schema=RESULTS_SCHEMA,
+    )
     path = store.root / "evaluation_results" / asset / f"{run_id}.parquet"
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, **PARQUET_OPTIONS)
     return path
 
 
-def write_model_metrics(store: Store, model: str, dataset: str, run_id: str, rows: list[tuple[str, str, float]]
-                        ) -> Path:
+def write_model_metrics(
+    store: Store, model: str, dataset: str, run_id: str, rows: list[tuple[str, str, float]]
+) -> Path:
     """A training run's (split, metric, value) rows into model_metrics/<model>/<run_id>.parquet."""
-    made = datetime.now(timezone.utc)
-    table = pa.table({
-        "model": [model] * len(rows), "dataset": [dataset] * len(rows), "split": [r[0] for r in rows],
-        "metric": [r[1] for r in rows], "value": [r[2] for r in rows],
-        "run_id": [run_id] * len(rows), "materialised_at": [made] * len(rows),
-    }, schema=METRICS_SCHEMA)
+    made = datetime.now(UTC)
+    table = pa.table(
+        {
+            "model": [model] * len(rows),
+            "dataset": [dataset] * len(rows),
+            "split": [r[0] for r in rows],
+            "metric": [r[1] for r in rows],
+            "value": [r[2] for r in rows],
+            "run_id": [run_id] * len(rows),
+            "materialised_at": [made] * len(rows),
+        },
+        schema=METRICS_SCHEMA,
+    )
     path = store.root / "model_metrics" / model / f"{run_id}.parquet"
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, **PARQUET_OPTIONS)
@@ -83,8 +110,9 @@ def suite_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.suffix.lower() == ".epd" and not p.is_dir())
 
 
-def choose_moves(evaluator: Evaluator, positions: list[EpdPosition], depth: int,
-                 progress: Callable[[int], None] | None = None) -> list[chess.Move]:
+def choose_moves(
+    evaluator: Evaluator, positions: list[EpdPosition], depth: int, progress: Callable[[int], None] | None = None
+) -> list[chess.Move]:
     """The move the evaluator's search plays in each position; progress(1) after each."""
     search = AlphaBeta(evaluator, depth=depth)
     moves = []
@@ -124,7 +152,7 @@ def load_suites(files: list[Path], max_positions: int = 0) -> tuple[list[EpdFile
     suites, unreadable = [], {}
     for f, name in zip(files, names):
         if names.count(name) > 1:
-            name = f.name[:-len(f.suffix)]
+            name = f.name[: -len(f.suffix)]
         try:
             suites.append(load_suite(f, max_positions, name))
         except SuiteError as e:
@@ -132,8 +160,7 @@ def load_suites(files: list[Path], max_positions: int = 0) -> tuple[list[EpdFile
     return suites, unreadable
 
 
-def problem_rows(suite: EpdFile | None = None, unreadable: tuple[str, str] | None = None,
-                 listed: int = 5) -> list[Row]:
+def problem_rows(suite: EpdFile | None = None, unreadable: tuple[str, str] | None = None, listed: int = 5) -> list[Row]:
     """evaluation_results rows for what did not load: (suite, positions_failed, count, lines in
     the file, the first `listed` lines and reasons), or (suite, unreadable, 1, 0, the reason)."""
     if unreadable is not None:
@@ -142,13 +169,27 @@ def problem_rows(suite: EpdFile | None = None, unreadable: tuple[str, str] | Non
         return []
     detail = "; ".join(f"line {f.line}: {f.reason}" for f in suite.failures[:listed])
     more = len(suite.failures) - listed
-    return [(suite.name, "positions_failed", len(suite.failures), suite.lines,
-             detail + (f"; and {more:,} more" if more > 0 else ""))]
+    return [
+        (
+            suite.name,
+            "positions_failed",
+            len(suite.failures),
+            suite.lines,
+            detail + (f"; and {more:,} more" if more > 0 else ""),
+        )
+    ]
 
 
-def run_suite(evaluator: Evaluator, name: str, positions: list[EpdPosition], depths: tuple[int, ...],
-              pool: EnginePool | None, kaufman_limit: Limit | None, log: Callable[[str], None] = print,
-              progress: Callable[[int], None] | None = None) -> tuple[SuiteReport, list[Row]]:
+def run_suite(
+    evaluator: Evaluator,
+    name: str,
+    positions: list[EpdPosition],
+    depths: tuple[int, ...],
+    pool: EnginePool | None,
+    kaufman_limit: Limit | None,
+    log: Callable[[str], None] = print,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[SuiteReport, list[Row]]:
     """One suite's positions (load_suite) at each search depth: STS points (c8/c9 or STS-shaped
     c0), solved counts (bm/am), and for Kaufman's test (a suite named kaufman*) delta-cp from the
     engine pool."""
@@ -160,12 +201,14 @@ def run_suite(evaluator: Evaluator, name: str, positions: list[EpdPosition], dep
         s = score_suite(positions, moves)
         report.scores[depth] = s
         d = depth_label(depth)
-        log(f"{name} {d}: {s.points}/{s.max_points} points, {s.solved}/{s.scored} solved "
-            f"in {time.monotonic() - t:.0f}s")
+        log(
+            f"{name} {d}: {s.points}/{s.max_points} points, {s.solved}/{s.scored} solved in {time.monotonic() - t:.0f}s"
+        )
         if report.sts:
             rows.append((name, f"points_{d}", s.points, s.pointed, f"of {s.max_points}"))
-            rows.append((name, f"percent_{d}", 100.0 * s.points / s.max_points if s.max_points else 0.0,
-                         s.pointed, STS_ANCHOR))
+            rows.append(
+                (name, f"percent_{d}", 100.0 * s.points / s.max_points if s.max_points else 0.0, s.pointed, STS_ANCHOR)
+            )
             for theme, (pts, top, n) in sorted(s.themes.items()):
                 rows.append((f"{name}/{theme}", f"points_{d}", pts, n, f"of {top}"))
         if s.scored:
@@ -175,8 +218,15 @@ def run_suite(evaluator: Evaluator, name: str, positions: list[EpdPosition], dep
             report.kaufman[depth] = deltas
             mean = sum(x.delta for x in deltas) / len(deltas)
             rows.append((name, f"avg_delta_cp_{d}", mean, len(deltas), f"Stockfish {kaufman_limit}; {KAUFMAN_ANCHOR}"))
-            rows.append((name, f"median_delta_cp_{d}", statistics.median(x.delta for x in deltas), len(deltas),
-                         f"Stockfish {kaufman_limit}"))
+            rows.append(
+                (
+                    name,
+                    f"median_delta_cp_{d}",
+                    statistics.median(x.delta for x in deltas),
+                    len(deltas),
+                    f"Stockfish {kaufman_limit}",
+                )
+            )
             rows.append((name, f"avg_delta_pawns_{d}", mean / 100, len(deltas), f"Stockfish {kaufman_limit}"))
             found = sum(x.move == x.reference for x in deltas)
             rows.append((name, f"best_moves_found_{d}", found, len(deltas), KAUFMAN_ANCHOR))
@@ -209,39 +259,82 @@ def match_rows(m: MatchResult, opponent: str, anchor: str = "") -> list[Row]:
     lo, hi = wilson_interval(w, n)
     return [
         (opponent, "score", pts / n if n else 0.0, n, f"{w} won, {d} drawn, {lost} lost, {u} unfinished"),
-        (opponent, "win_ratio", w / n if n else 0.0, n, f"95% CI {lo:.3f}-{hi:.3f}" + (f"; {anchor}" if anchor else "")),
+        (
+            opponent,
+            "win_ratio",
+            w / n if n else 0.0,
+            n,
+            f"95% CI {lo:.3f}-{hi:.3f}" + (f"; {anchor}" if anchor else ""),
+        ),
     ]
 
 
-def run_matches(model: str, evaluator_factory: Callable[[], Evaluator], traditional: Callable[[], Evaluator],
-                openings: list[EpdPosition], stockfish_path: str, cfg: MatchConfig,
-                log: Callable[[str], None] = print, progress: Callable[[int, int], None] | None = None
-                ) -> tuple[list[MatchResult], list[Row]]:
+def run_matches(
+    model: str,
+    evaluator_factory: Callable[[], Evaluator],
+    traditional: Callable[[], Evaluator],
+    openings: list[EpdPosition],
+    stockfish_path: str,
+    cfg: MatchConfig,
+    log: Callable[[str], None] = print,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[MatchResult], list[Row]]:
     """The network (1-ply, as published) against the random mover (Hui) and Stockfish skill
     levels; with search against the traditional evaluation at a fixed depth and a fixed time
     per move (Lubeck). progress(games done, games in all) after every game."""
-    ops = openings[:cfg.openings]
+    ops = openings[: cfg.openings]
     one_ply = lambda: SearchPlayer(AlphaBeta(evaluator_factory(), depth=1), player_name(model, 1))  # noqa: E731
     specs: list[tuple[MatchSpec, list[EpdPosition], str, str]] = [
-        (MatchSpec("vs random", one_ply, lambda: RandomPlayer(cfg.seed), max_plies=cfg.random_plies), ops,
-         "random", RANDOM_ANCHOR)]
+        (
+            MatchSpec("vs random", one_ply, lambda: RandomPlayer(cfg.seed), max_plies=cfg.random_plies),
+            ops,
+            "random",
+            RANDOM_ANCHOR,
+        )
+    ]
     for skill in cfg.stockfish_skills:
-        specs.append((MatchSpec(f"vs stockfish skill {skill}", one_ply,
-                                lambda s=skill: StockfishPlayer(stockfish_path, s, depth=cfg.stockfish_depth),
-                                max_plies=cfg.max_plies), ops,
-                      f"stockfish skill {skill} depth {cfg.stockfish_depth}", ""))
+        specs.append(
+            (
+                MatchSpec(
+                    f"vs stockfish skill {skill}",
+                    one_ply,
+                    lambda s=skill: StockfishPlayer(stockfish_path, s, depth=cfg.stockfish_depth),
+                    max_plies=cfg.max_plies,
+                ),
+                ops,
+                f"stockfish skill {skill} depth {cfg.stockfish_depth}",
+                "",
+            )
+        )
     for d in cfg.search_depths:
-        specs.append((MatchSpec(f"depth {d} vs traditional",
-                                lambda d=d: SearchPlayer(AlphaBeta(evaluator_factory(), depth=d), player_name(model, d)),
-                                lambda d=d: SearchPlayer(AlphaBeta(traditional(), depth=d)), max_plies=cfg.max_plies),
-                      ops, f"material_pst depth {d}", "Lubeck: network with search vs traditional evaluation"))
+        specs.append(
+            (
+                MatchSpec(
+                    f"depth {d} vs traditional",
+                    lambda d=d: SearchPlayer(AlphaBeta(evaluator_factory(), depth=d), player_name(model, d)),
+                    lambda d=d: SearchPlayer(AlphaBeta(traditional(), depth=d)),
+                    max_plies=cfg.max_plies,
+                ),
+                ops,
+                f"material_pst depth {d}",
+                "Lubeck: network with search vs traditional evaluation",
+            )
+        )
     if cfg.movetime:
         t = cfg.movetime
-        specs.append((MatchSpec(f"{t:g}s vs traditional",
-                                lambda: SearchPlayer(AlphaBeta(evaluator_factory(), movetime=t), f"{model} {t:g}s"),
-                                lambda: SearchPlayer(AlphaBeta(traditional(), movetime=t)), max_plies=cfg.max_plies),
-                      openings[:cfg.time_openings], f"material_pst {t:g} s a move",
-                      "Lubeck: fixed time per move"))
+        specs.append(
+            (
+                MatchSpec(
+                    f"{t:g}s vs traditional",
+                    lambda: SearchPlayer(AlphaBeta(evaluator_factory(), movetime=t), f"{model} {t:g}s"),
+                    lambda: SearchPlayer(AlphaBeta(traditional(), movetime=t)),
+                    max_plies=cfg.max_plies,
+                ),
+                openings[: cfg.time_openings],
+                f"material_pst {t:g} s a move",
+                "Lubeck: fixed time per move",
+            )
+        )
     results, rows = [], []
     total, before = sum(2 * len(o) for _, o, _, _ in specs), 0
     for spec, ops_, opponent, anchor in specs:
@@ -273,9 +366,15 @@ class EndgameConfig:
 
 def find_won_endgames(con, pool: EnginePool, cfg: EndgameConfig) -> list[EpdPosition]:
     """Positions from the store's games that a deep search confirms as won for the side to move."""
-    rows = con.sql(load_sql("queries/won_endgames"), params={
-        "max_material": cfg.max_material, "min_cp": cfg.min_cp, "seed": cfg.seed,
-        "candidates": 4 * cfg.positions}).fetchall()
+    rows = con.sql(
+        load_sql("queries/won_endgames"),
+        params={
+            "max_material": cfg.max_material,
+            "min_cp": cfg.min_cp,
+            "seed": cfg.seed,
+            "candidates": 4 * cfg.positions,
+        },
+    ).fetchall()
     boards = [(i, chess.Board(fen)) for i, (fen, _, _) in enumerate(rows)]
     boards = [(i, b) for i, b in boards if not b.is_game_over(claim_draw=True)]
     evals = engine_evaluations(pool, Limit("depth", cfg.verify_depth), boards)
@@ -289,9 +388,14 @@ def find_won_endgames(con, pool: EnginePool, cfg: EndgameConfig) -> list[EpdPosi
     return out
 
 
-def run_endgames(model: str, evaluator_factory: Callable[[], Evaluator], positions: list[EpdPosition],
-                 stockfish_path: str, cfg: EndgameConfig, log: Callable[[str], None] = print
-                 ) -> tuple[MatchResult, list[Row]]:
+def run_endgames(
+    model: str,
+    evaluator_factory: Callable[[], Evaluator],
+    positions: list[EpdPosition],
+    stockfish_path: str,
+    cfg: EndgameConfig,
+    log: Callable[[str], None] = print,
+) -> tuple[MatchResult, list[Row]]:
     """The network (1-ply by default) plays the winning side of each position against
     full-strength Stockfish; converted = won inside max_plies."""
     d = cfg.player_depth
@@ -301,16 +405,17 @@ def run_endgames(model: str, evaluator_factory: Callable[[], Evaluator], positio
     try:
         for p in positions:
             white, black = (player, defender) if p.board.turn == chess.WHITE else (defender, player)
-            m.games.append(play_game(white, black, p.board, cfg.max_plies, True, p.id, ENDGAME_MATCH,
-                                     str(p.index + 1)))
+            m.games.append(play_game(white, black, p.board, cfg.max_plies, True, p.id, ENDGAME_MATCH, str(p.index + 1)))
     finally:
         defender.close()
     pts, w, d, lost, u = m.score(player.name)
     n = len(m.games)
     lo, hi = wilson_interval(w, n)
     log(f"{model} endgames: {w}/{n} converted, {d} drawn, {lost} lost, {u} unfinished")
-    detail = (f"{w} won, {d} drawn, {lost} lost, {u} unfinished of {n} (material <= {cfg.max_material}, "
-              f"Stockfish depth {cfg.verify_depth} > +{cfg.min_cp / 100:g}); 95% CI {lo:.3f}-{hi:.3f}")
+    detail = (
+        f"{w} won, {d} drawn, {lost} lost, {u} unfinished of {n} (material <= {cfg.max_material}, "
+        f"Stockfish depth {cfg.verify_depth} > +{cfg.min_cp / 100:g}); 95% CI {lo:.3f}-{hi:.3f}"
+    )
     return m, [(ENDGAME_MATCH, "converted", w / n if n else math.nan, n, detail)]
 
 

@@ -23,9 +23,7 @@ _TOKEN = re.compile(
     r"|O-O(?:-O)?|0-0(?:-0)?|1-0|0-1|1/2-1/2|\*|\(|\)"
 )
 # Everything movetext may hold besides moves: move numbers, NAGs, annotation glyphs.
-_NOT_JUNK = re.compile(
-    r"\s+|\d+\s*\.+|\$\d+|[!?]+|[+#]|=|" + _TOKEN.pattern
-)
+_NOT_JUNK = re.compile(r"\s+|\d+\s*\.+|\$\d+|[!?]+|[+#]|=|" + _TOKEN.pattern)
 # The scan for tokens reads move numbers ("10000.") and NAGs ("$10000") whole, as
 # _NOT_JUNK does, so that the "0000" inside them is never taken for a null move: they
 # give empty matches, which are dropped.
@@ -40,9 +38,16 @@ MAX_FEN_CLOCK = 2**31 - 1
 
 # Headers with a column of their own; every other header goes to extra_headers.
 COLUMN_HEADERS = {
-    "Event": "event", "Site": "site", "Date": "date", "Round": "round", "White": "white",
-    "Black": "black", "Result": "result", "TimeControl": "time_control",
-    "Termination": "termination", "ECO": "eco",
+    "Event": "event",
+    "Site": "site",
+    "Date": "date",
+    "Round": "round",
+    "White": "white",
+    "Black": "black",
+    "Result": "result",
+    "TimeControl": "time_control",
+    "Termination": "termination",
+    "ECO": "eco",
 }
 _CCRL_TC = re.compile(r"CCRL\s+(\d+)\s*/\s*(\d+)")
 _STANDARD_VARIANTS = {"", "standard", "chess", "normal", "std", "from position", "fromposition", "?"}
@@ -247,8 +252,11 @@ class ChunkBuilder:
             # Binary content past the archive's first 4,096 bytes (those are checked whole by
             # pipeline.archive): this game is damaged, the others are read.
             line = raw.text.count("\n", 0, raw.text.index("\x00")) + 1
-            raise Rejected("binary_data", f"NUL byte at line {line} of the game: binary data, not PGN text "
-                                          "(a damaged or partly overwritten archive?)")
+            raise Rejected(
+                "binary_data",
+                f"NUL byte at line {line} of the game: binary data, not PGN text "
+                "(a damaged or partly overwritten archive?)",
+            )
         headers, movetext = split_game(raw.text)
         if not raw.terminated:
             raise Rejected("truncated", "archive ends inside this game (no result marker): the last game is truncated")
@@ -300,7 +308,7 @@ class ChunkBuilder:
         self.pos_ply.append(np.arange(n, dtype=np.uint32))
         # Side to move alternates from the start position's.
         turn = np.zeros(n, dtype=bool)
-        turn[(0 if start_turn else 1)::2] = True
+        turn[(0 if start_turn else 1) :: 2] = True
         self.pos_turn.append(turn)
         plies_before = np.arange(n) + (0 if start_turn else 1)
         self.pos_fullmove.append((start_fullmove + plies_before // 2).astype(np.uint32))
@@ -331,23 +339,26 @@ class ChunkBuilder:
         keys = encoding.zobrist(planes, castling, ep, turn)
         packed = encoding.pack_planes(planes)
         planes_arr = pa.FixedSizeBinaryArray.from_buffers(pa.binary(96), n, [None, pa.py_buffer(packed.tobytes())])
-        return pa.Table.from_arrays([
-            pa.array(keys, type=pa.uint64()),
-            pa.array(np.concatenate(self.pos_game), type=pa.int64()),
-            pa.array(np.concatenate(self.pos_ply), type=pa.uint32()),
-            planes_arr,
-            pa.array(np.where(turn, "w", "b"), type=pa.string()),
-            pa.array(castling, type=pa.uint8()),
-            pa.array(ep, type=pa.int8(), mask=ep < 0),
-            pa.array(rec[:, 9].astype(np.uint32), type=pa.uint32()),
-            pa.array(np.concatenate(self.pos_fullmove), type=pa.uint32()),
-            pa.array(self.pos_move, type=pa.string()),
-            pa.array(np.concatenate(self.pos_capture), type=pa.bool_()),
-            pa.array(rec[:, 10].astype(bool), type=pa.bool_()),
-            pa.array(self.pos_result, type=pa.string()),
-            pa.array(self.pos_welo, type=pa.int32()),
-            pa.array(self.pos_belo, type=pa.int32()),
-        ], schema=POSITIONS_SCHEMA)
+        return pa.Table.from_arrays(
+            [
+                pa.array(keys, type=pa.uint64()),
+                pa.array(np.concatenate(self.pos_game), type=pa.int64()),
+                pa.array(np.concatenate(self.pos_ply), type=pa.uint32()),
+                planes_arr,
+                pa.array(np.where(turn, "w", "b"), type=pa.string()),
+                pa.array(castling, type=pa.uint8()),
+                pa.array(ep, type=pa.int8(), mask=ep < 0),
+                pa.array(rec[:, 9].astype(np.uint32), type=pa.uint32()),
+                pa.array(np.concatenate(self.pos_fullmove), type=pa.uint32()),
+                pa.array(self.pos_move, type=pa.string()),
+                pa.array(np.concatenate(self.pos_capture), type=pa.bool_()),
+                pa.array(rec[:, 10].astype(bool), type=pa.bool_()),
+                pa.array(self.pos_result, type=pa.string()),
+                pa.array(self.pos_welo, type=pa.int32()),
+                pa.array(self.pos_belo, type=pa.int32()),
+            ],
+            schema=POSITIONS_SCHEMA,
+        )
 
 
 def process_games(archive: str, raws: list[RawGame]) -> tuple[pa.Table, pa.Table, pa.Table]:

@@ -62,8 +62,9 @@ class IngestConfig:
 
     def __post_init__(self) -> None:
         if self.batch_games < 1 or self.chunk_games < 1 or self.chunk_games % self.batch_games:
-            raise ValueError(f"chunk_games ({self.chunk_games}) must be a positive multiple of "
-                             f"batch_games ({self.batch_games})")
+            raise ValueError(
+                f"chunk_games ({self.chunk_games}) must be a positive multiple of batch_games ({self.batch_games})"
+            )
 
 
 @dataclass
@@ -121,8 +122,9 @@ def _finished(value) -> Future:
     return f
 
 
-def _batch_results(path: Path, key: str, config: IngestConfig,
-                   notes: ArchiveNotes | None = None) -> Iterator[tuple[pa.Table, pa.Table, pa.Table]]:
+def _batch_results(
+    path: Path, key: str, config: IngestConfig, notes: ArchiveNotes | None = None
+) -> Iterator[tuple[pa.Table, pa.Table, pa.Table]]:
     """Processed batches in archive order, with at most 4 x workers batches in flight."""
     workers = config.workers or os.cpu_count() or 1
     batches = _chunks(iter_raw_games(path, notes), config.batch_games)
@@ -168,8 +170,14 @@ def _results(key: str, path: Path, config: IngestConfig, notes: ArchiveNotes | N
         yield [pa.concat_tables(t) for t in zip(*parts)]
 
 
-def ingest_archive(store: Store, key: str, path: Path, config: IngestConfig = IngestConfig(),
-                   progress: Progress | None = None, on_wait: Callable[[str], None] | None = None) -> IngestStats:
+def ingest_archive(
+    store: Store,
+    key: str,
+    path: Path,
+    config: IngestConfig = IngestConfig(),
+    progress: Progress | None = None,
+    on_wait: Callable[[str], None] | None = None,
+) -> IngestStats:
     """Parse one archive into its three partition files, replacing any earlier ones.
 
     Nothing becomes visible unless the whole archive was read: an ArchiveError (truncated

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -79,8 +79,12 @@ class Setting:
         """The setting as the bound parameters of sql/queries/*label*.sql. A row matches the
         mode when its hash_cleared equals it, or is NULL (failures recorded before the
         column existed), or the limit is static."""
-        return {"engine": self.engine, "limit_kind": self.limit.kind, "limit_value": self.limit.value,
-                "hash_cleared": self.hash_cleared}
+        return {
+            "engine": self.engine,
+            "limit_kind": self.limit.kind,
+            "limit_value": self.limit.value,
+            "hash_cleared": self.hash_cleared,
+        }
 
     def __str__(self) -> str:
         return f"{self.engine}, {self.limit}" + ("" if self.hash_cleared else ", hash kept")
@@ -217,14 +221,17 @@ def search_timeout(pool: EnginePool, limit: Limit) -> SearchTimeout:
             results = list(pool.run([Job(("calibration", i), fen, fen.split()[1] == "w")], limit))
             if not results or not all(isinstance(r, Evaluation) for r in results):
                 reason = results[0].reason if results else "no result"
-                return SearchTimeout(CALIBRATION_TIMEOUT_S, slowest,
-                                     f"calibration search failed ({reason}): the calibration timeout")
+                return SearchTimeout(
+                    CALIBRATION_TIMEOUT_S, slowest, f"calibration search failed ({reason}): the calibration timeout"
+                )
             slowest = max(slowest, time.monotonic() - start)
     finally:
         pool.timeout_s, pool.retries = timeout, retries
     seconds = max(TIMEOUT_FLOOR_S, round(TIMEOUT_MULTIPLE * slowest, 1))
-    how = (f"{TIMEOUT_MULTIPLE} x the slowest of {len(CALIBRATION_FENS)} calibration searches, "
-           f"{slowest * 1000:,.0f} ms" + (f"; floor {TIMEOUT_FLOOR_S:g}s" if seconds == TIMEOUT_FLOOR_S else ""))
+    how = (
+        f"{TIMEOUT_MULTIPLE} x the slowest of {len(CALIBRATION_FENS)} calibration searches, "
+        f"{slowest * 1000:,.0f} ms" + (f"; floor {TIMEOUT_FLOOR_S:g}s" if seconds == TIMEOUT_FLOOR_S else "")
+    )
     return SearchTimeout(seconds, slowest, how)
 
 
@@ -246,8 +253,10 @@ def shard_lock(store: Store, setting: Setting, shard: int) -> Iterator[bool]:
 def remove_stale_tmp(store: Store, setting: Setting) -> int:
     """Temporary part files left by killed runs of this setting (atomic_path holds a lock on
     each live one, so a free lock means a dead writer)."""
-    return sum(store_remove_stale_tmp(d, min_age_s=STALE_COPY_S) for d in (labels_dir(store, setting),
-                                                                          failures_dir(store, setting)))
+    return sum(
+        store_remove_stale_tmp(d, min_age_s=STALE_COPY_S)
+        for d in (labels_dir(store, setting), failures_dir(store, setting))
+    )
 
 
 class _PartWriter:
@@ -264,24 +273,42 @@ class _PartWriter:
 
     def add(self, result: Evaluation | Failure) -> None:
         ident = result.job.id
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         s = self.setting
         head = (*ident, result.job.fen, s.engine, s.limit.kind, s.limit.value)
         if isinstance(result, Failure):
             self.failures.append((*head, result.reason, result.attempts, now, self.run_id, s.hash_cleared))
         else:
             r = result
-            self.labels.append((*head, r.cp, r.mate, r.score, r.best_move, r.pv, r.depth, r.seldepth, r.nodes,
-                                r.time_ms, self.pool.threads, self.pool.hash_mb, s.hash_cleared, now,
-                                self.run_id))
+            self.labels.append(
+                (
+                    *head,
+                    r.cp,
+                    r.mate,
+                    r.score,
+                    r.best_move,
+                    r.pv,
+                    r.depth,
+                    r.seldepth,
+                    r.nodes,
+                    r.time_ms,
+                    self.pool.threads,
+                    self.pool.hash_mb,
+                    s.hash_cleared,
+                    now,
+                    self.run_id,
+                )
+            )
 
     def __len__(self) -> int:
         return len(self.labels) + len(self.failures)
 
     def flush(self) -> None:
-        name = f"part-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}.parquet"
-        for rows, schema, folder in ((self.failures, FAILURES_SCHEMA, failures_dir(self.store, self.setting)),
-                                     (self.labels, LABELS_SCHEMA, labels_dir(self.store, self.setting))):
+        name = f"part-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}.parquet"
+        for rows, schema, folder in (
+            (self.failures, FAILURES_SCHEMA, failures_dir(self.store, self.setting)),
+            (self.labels, LABELS_SCHEMA, labels_dir(self.store, self.setting)),
+        ):
             if not rows:
                 continue
             columns = list(zip(*rows))
@@ -296,8 +323,9 @@ def _jobs(reader: pa.RecordBatchReader) -> Iterator[Job]:
     for batch in reader:
         c = batch.to_pydict()
         fens = fens_from_columns(c["planes"], c["side_to_move"], c["castling"], c["ep_square"])
-        for ident, fen in zip(zip(c["position_key"], c["planes"], c["side_to_move"], c["castling"], c["ep_square"]),
-                              fens):
+        for ident, fen in zip(
+            zip(c["position_key"], c["planes"], c["side_to_move"], c["castling"], c["ep_square"]), fens
+        ):
             yield Job(ident, fen, ident[2] == "w")
 
 
@@ -310,18 +338,33 @@ def count_pending(con: duckdb.DuckDBPyConnection, setting: Setting, run: LabelRu
 
 
 def _pending_params(setting: Setting, run: LabelRun, shards) -> dict:
-    return {**setting.params(), "shards": SHARDS, "shard_list": list(shards), "retry_failed": run.retry_failed,
-            "archives": list(run.archives)}
+    return {
+        **setting.params(),
+        "shards": SHARDS,
+        "shard_list": list(shards),
+        "retry_failed": run.retry_failed,
+        "archives": list(run.archives),
+    }
 
 
 def _relabel_params(setting: Setting, run: LabelRun, shards) -> dict:
-    return {**setting.params(), "shards": SHARDS, "shard_list": list(shards), "order": run.order,
-            "max_positions": run.max_positions if run.max_positions > 0 else 1 << 62, "archives": list(run.archives)}
+    return {
+        **setting.params(),
+        "shards": SHARDS,
+        "shard_list": list(shards),
+        "order": run.order,
+        "max_positions": run.max_positions if run.max_positions > 0 else 1 << 62,
+        "archives": list(run.archives),
+    }
 
 
-def label_store(store: Store, pool: EnginePool, run: LabelRun,
-                progress: Callable[[LabelProgress], None] | None = None,
-                progress_every_s: float = 10.0) -> LabelStats:
+def label_store(
+    store: Store,
+    pool: EnginePool,
+    run: LabelRun,
+    progress: Callable[[LabelProgress], None] | None = None,
+    progress_every_s: float = 10.0,
+) -> LabelStats:
     """Label (or re-label) the store's distinct positions with the pool's engine under run.limit.
 
     `pool` must be entered (`with EnginePool(...) as pool`); its engine's `id name` is the
@@ -394,12 +437,15 @@ def label_store(store: Store, pool: EnginePool, run: LabelRun,
             # The total (for the ETA) is counted beside the first shard's query, not before it:
             # the engines start a fraction of a second sooner.
             cursor = con.cursor()
+
             def count() -> None:
                 try:
                     stats.pending_before = count_pending(cursor, setting, run)
                 except Exception as e:  # the labelling goes on; only the total and the ETA are missing
-                    log.warning("could not count the pending positions, so this run shows no total and no ETA: %s",
-                                str(e).splitlines()[0] if str(e) else type(e).__name__)
+                    log.warning(
+                        "could not count the pending positions, so this run shows no total and no ETA: %s",
+                        str(e).splitlines()[0] if str(e) else type(e).__name__,
+                    )
 
             counter = threading.Thread(target=count, daemon=True)
             counter.start()
@@ -430,9 +476,14 @@ def coverage(store: Store, setting: Setting) -> dict:
     with memory_connection(store) as con:
         row = con.execute(load_sql("queries/label_coverage"), setting.params()).fetchall()[0]
     positions, distinct, labelled, failed = row
-    return {"positions": positions, "distinct_positions": distinct, "labelled": labelled, "failed": failed,
-            "coverage": labelled / distinct if distinct else 1.0,
-            "repeat_share": 1 - distinct / positions if positions else 0.0}
+    return {
+        "positions": positions,
+        "distinct_positions": distinct,
+        "labelled": labelled,
+        "failed": failed,
+        "coverage": labelled / distinct if distinct else 1.0,
+        "repeat_share": 1 - distinct / positions if positions else 0.0,
+    }
 
 
 def integrity(store: Store, setting: Setting, run_id: str = "") -> dict:
@@ -441,6 +492,13 @@ def integrity(store: Store, setting: Setting, run_id: str = "") -> dict:
     before that validation, or a defect, can break the contract)."""
     with memory_connection(store) as con:
         rows, dups, bad, bad_now, lo, hi = con.execute(
-            load_sql("queries/label_checks"), {**setting.params(), "run_id": run_id}).fetchall()[0]
-    return {"rows": rows, "duplicates": dups, "out_of_range": bad, "out_of_range_this_run": bad_now,
-            "min_score": lo, "max_score": hi}
+            load_sql("queries/label_checks"), {**setting.params(), "run_id": run_id}
+        ).fetchall()[0]
+    return {
+        "rows": rows,
+        "duplicates": dups,
+        "out_of_range": bad,
+        "out_of_range_this_run": bad_now,
+        "min_score": lo,
+        "max_score": hi,
+    }

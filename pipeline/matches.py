@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 import chess
 import chess.pgn
@@ -66,8 +66,16 @@ def game_end(board: chess.Board, claim_draws: bool) -> tuple[str, str] | None:
     return None
 
 
-def play_game(white: Player, black: Player, start: chess.Board, max_plies: int = 0, claim_draws: bool = True,
-              opening: str = "", event: str = "chess-pipeline match", round_: str = "1") -> GameResult:
+def play_game(
+    white: Player,
+    black: Player,
+    start: chess.Board,
+    max_plies: int = 0,
+    claim_draws: bool = True,
+    opening: str = "",
+    event: str = "chess-pipeline match",
+    round_: str = "1",
+) -> GameResult:
     """One game from `start`; every move a player returns is checked for legality."""
     board = start.copy(stack=False)
     for p in (white, black):
@@ -88,11 +96,19 @@ def play_game(white: Player, black: Player, start: chess.Board, max_plies: int =
         end = game_end(board, claim_draws)
     result, termination = end
     game = chess.pgn.Game.from_board(board)
-    game.headers.update({
-        "Event": event, "Site": SITE, "Date": dt.date.today().strftime("%Y.%m.%d"), "Round": round_,
-        "White": white.name, "Black": black.name, "Result": result, "Termination": termination,
-        "PlyCount": str(plies),
-    })
+    game.headers.update(
+        {
+            "Event": event,
+            "Site": SITE,
+            "Date": dt.date.today().strftime("%Y.%m.%d"),
+            "Round": round_,
+            "White": white.name,
+            "Black": black.name,
+            "Result": result,
+            "Termination": termination,
+            "PlyCount": str(plies),
+        }
+    )
     if opening:
         game.headers["Opening"] = opening
     return GameResult(white.name, black.name, result, termination, plies, opening, game)
@@ -130,8 +146,9 @@ class MatchResult:
         return pts, w, d, lost, u
 
 
-def play_match(spec: MatchSpec, openings: list[EpdPosition], progress: Callable[[int, int], None] | None = None
-               ) -> MatchResult:
+def play_match(
+    spec: MatchSpec, openings: list[EpdPosition], progress: Callable[[int, int], None] | None = None
+) -> MatchResult:
     """Each opening twice, colours swapped: a plays White first."""
     a, b = spec.a(), spec.b()
     try:
@@ -139,8 +156,11 @@ def play_match(spec: MatchSpec, openings: list[EpdPosition], progress: Callable[
         total = 2 * len(openings)
         for i, op in enumerate(openings):
             for j, (w, bl) in enumerate(((a, b), (b, a))):
-                out.games.append(play_game(w, bl, op.board, spec.max_plies, spec.claim_draws, op.id,
-                                           f"{spec.name}", f"{i + 1}.{j + 1}"))
+                out.games.append(
+                    play_game(
+                        w, bl, op.board, spec.max_plies, spec.claim_draws, op.id, f"{spec.name}", f"{i + 1}.{j + 1}"
+                    )
+                )
                 if progress:
                     progress(len(out.games), total)
     finally:
@@ -162,15 +182,24 @@ def write_games(store: Store, asset: str, run_id: str, matches: Iterable[MatchRe
     games = [(m.name, g) for m in matches for g in m.games]
     pgn = store.root / "matches" / asset / f"{run_id}.pgn"
     write_pgn([g for _, g in games], pgn)
-    made = dt.datetime.now(dt.timezone.utc)
-    table = pa.table({
-        "asset": [asset] * len(games), "match": [name for name, _ in games],
-        "white": [g.white for _, g in games], "black": [g.black for _, g in games],
-        "result": [g.result for _, g in games], "termination": [g.termination for _, g in games],
-        "plies": [g.plies for _, g in games], "opening": [g.opening for _, g in games],
-        "round": [g.game.headers.get("Round", "") for _, g in games], "pgn_path": [str(pgn)] * len(games),
-        "run_id": [run_id] * len(games), "materialised_at": [made] * len(games),
-    }, schema=MATCH_GAMES_SCHEMA)
+    made = dt.datetime.now(dt.UTC)
+    table = pa.table(
+        {
+            "asset": [asset] * len(games),
+            "match": [name for name, _ in games],
+            "white": [g.white for _, g in games],
+            "black": [g.black for _, g in games],
+            "result": [g.result for _, g in games],
+            "termination": [g.termination for _, g in games],
+            "plies": [g.plies for _, g in games],
+            "opening": [g.opening for _, g in games],
+            "round": [g.game.headers.get("Round", "") for _, g in games],
+            "pgn_path": [str(pgn)] * len(games),
+            "run_id": [run_id] * len(games),
+            "materialised_at": [made] * len(games),
+        },
+        schema=MATCH_GAMES_SCHEMA,
+    )
     with atomic_path(store.root / "match_games" / asset / f"{run_id}.parquet") as tmp:
         pq.write_table(table, tmp, **PARQUET_OPTIONS)
     return pgn, len(games)
@@ -213,7 +242,7 @@ def fit_elo(games: Iterable[tuple[str, str, float]], anchor: str, prior_sd: floa
     s = np.array([g[2] for g in games], dtype=np.float64)
     k = math.log(10) / 400
     r = np.zeros(n)
-    prior = 1.0 / prior_sd ** 2
+    prior = 1.0 / prior_sd**2
     for _ in range(100):
         p = 1.0 / (1.0 + np.exp(-k * (r[w] - r[b])))
         grad = np.zeros(n)

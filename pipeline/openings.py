@@ -36,5 +36,7 @@ SABATELLI_20 = (
 
 
 def sabatelli_openings() -> list[EpdPosition]:
-    return [EpdPosition("openings", i, f"sabatelli.{i + 1:02d}", chess.Board.from_epd(epd)[0])
-            for i, epd in enumerate(SABATELLI_20)]
+    return [
+        EpdPosition("openings", i, f"sabatelli.{i + 1:02d}", chess.Board.from_epd(epd)[0])
+        for i, epd in enumerate(SABATELLI_20)
+    ]

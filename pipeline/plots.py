@@ -74,8 +74,14 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def histogram_figure(values: Sequence[float], title: str, xlabel: str, bins: int = 80,
-                     clip: tuple[float, float] | None = None, ylabel: str = "positions") -> Figure:
+def histogram_figure(
+    values: Sequence[float],
+    title: str,
+    xlabel: str,
+    bins: int = 80,
+    clip: tuple[float, float] | None = None,
+    ylabel: str = "positions",
+) -> Figure:
     v = np.asarray(values, dtype=float)
     if clip is not None:
         v = np.clip(v, *clip)
@@ -88,15 +94,25 @@ def histogram_figure(values: Sequence[float], title: str, xlabel: str, bins: int
     return fig
 
 
-def histogram_png(values: Sequence[float], title: str, xlabel: str, bins: int = 80,
-                  clip: tuple[float, float] | None = None, ylabel: str = "positions") -> bytes:
+def histogram_png(
+    values: Sequence[float],
+    title: str,
+    xlabel: str,
+    bins: int = 80,
+    clip: tuple[float, float] | None = None,
+    ylabel: str = "positions",
+) -> bytes:
     """A histogram as PNG bytes; values outside `clip` are piled into the end bins; `ylabel`
     names what one count is."""
     return _png(histogram_figure(values, title, xlabel, bins, clip, ylabel))
 
 
-def player_ratings(white: Sequence[str | None], black: Sequence[str | None], white_elo: Sequence[int | None],
-                   black_elo: Sequence[int | None]) -> tuple[int, dict[str, int]]:
+def player_ratings(
+    white: Sequence[str | None],
+    black: Sequence[str | None],
+    white_elo: Sequence[int | None],
+    black_elo: Sequence[int | None],
+) -> tuple[int, dict[str, int]]:
     """The distinct players of some games (by name; games in archive order) and each rated
     player's rating in their last rated game. An empty or '?' name is no one in particular and
     is not counted."""
@@ -116,8 +132,13 @@ def ratings_figure(ratings: Sequence[int], players: int, what: str) -> Figure:
     """A histogram of players' ratings, one count per player, the count in the title."""
     unrated = players - len(ratings)
     title = f"{what}: ratings of {len(ratings):,} players" + (f" ({unrated:,} more unrated)" if unrated else "")
-    return histogram_figure(ratings, title, "Elo (each player once, by name: their last rated game)",
-                            bins=min(60, max(10, len(ratings) // 4)), ylabel="players")
+    return histogram_figure(
+        ratings,
+        title,
+        "Elo (each player once, by name: their last rated game)",
+        bins=min(60, max(10, len(ratings) // 4)),
+        ylabel="players",
+    )
 
 
 def games_charts(games_file: Path | str, key: str) -> dict[str, bytes | int]:
@@ -125,15 +146,24 @@ def games_charts(games_file: Path | str, key: str) -> dict[str, bytes | int]:
     distinct player), and how many distinct players and rated players (by name) it holds."""
     import pyarrow.parquet as pq
 
-    games = pq.read_table(games_file, columns=["game_index", "ply_count", "white", "black", "white_elo",
-                                               "black_elo"]).sort_by("game_index")
+    games = pq.read_table(
+        games_file, columns=["game_index", "ply_count", "white", "black", "white_elo", "black_elo"]
+    ).sort_by("game_index")
     if not games.num_rows:
         return {}
-    out: dict[str, bytes | int] = {"game_lengths": histogram_png(
-        games.column("ply_count").to_numpy(), f"{key}: lengths of {games.num_rows:,} games",
-        "plies (300 and more in the last bin)", bins=60, clip=(0, 300), ylabel="games")}
-    players, rating = player_ratings(*(games.column(c).to_pylist() for c in ("white", "black", "white_elo",
-                                                                             "black_elo")))
+    out: dict[str, bytes | int] = {
+        "game_lengths": histogram_png(
+            games.column("ply_count").to_numpy(),
+            f"{key}: lengths of {games.num_rows:,} games",
+            "plies (300 and more in the last bin)",
+            bins=60,
+            clip=(0, 300),
+            ylabel="games",
+        )
+    }
+    players, rating = player_ratings(
+        *(games.column(c).to_pylist() for c in ("white", "black", "white_elo", "black_elo"))
+    )
     out["players"], out["rated_players"] = players, len(rating)
     if rating:
         out["ratings"] = _png(ratings_figure(list(rating.values()), players, key))
@@ -148,8 +178,12 @@ def class_bars_figure(histograms: dict[str, dict[int, int]], classes: int, title
     for i, name in enumerate(names):
         h = histograms[name]
         total = sum(h.values()) or 1
-        ax.bar(x + i * width, [h.get(c, 0) / total for c in range(classes)], width,
-               label=f"{name} ({sum(h.values()):,} rows)")
+        ax.bar(
+            x + i * width,
+            [h.get(c, 0) / total for c in range(classes)],
+            width,
+            label=f"{name} ({sum(h.values()):,} rows)",
+        )
     ax.set_xticks(x + width * (len(names) - 1) / 2, [str(c) for c in range(classes)])
     ax.set_xlabel("class")
     ax.set_ylabel("share of the split's rows")
@@ -201,8 +235,15 @@ def confusion_figure(matrix: list[list[int]], title: str) -> Figure:
     if n <= 5:
         for i in range(n):
             for j in range(n):
-                ax.text(j, i, f"{int(m[i, j]):,}", ha="center", va="center", fontsize=8,
-                        color="white" if share[i, j] > 0.5 else "black")
+                ax.text(
+                    j,
+                    i,
+                    f"{int(m[i, j]):,}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if share[i, j] > 0.5 else "black",
+                )
     ax.set_xticks(range(n))
     ax.set_yticks(range(n))
     ax.set_xlabel("predicted class")

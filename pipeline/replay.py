@@ -35,9 +35,9 @@ from chess import (
     BB_KING_ATTACKS,
     BB_KNIGHT_ATTACKS,
     BB_PAWN_ATTACKS,
-    BB_RAYS,
     BB_RANK_ATTACKS,
     BB_RANK_MASKS,
+    BB_RAYS,
 )
 
 try:
@@ -89,11 +89,21 @@ class State:
     fullmove: int
 
     @classmethod
-    def from_board(cls, b: chess.Board) -> "State":
+    def from_board(cls, b: chess.Board) -> State:
         return cls(
-            b.pawns, b.knights, b.bishops, b.rooks, b.queens, b.kings,
-            b.occupied_co[chess.WHITE], b.occupied, b.turn, b.clean_castling_rights(),
-            NO_EP if b.ep_square is None else b.ep_square, b.halfmove_clock, b.fullmove_number,
+            b.pawns,
+            b.knights,
+            b.bishops,
+            b.rooks,
+            b.queens,
+            b.kings,
+            b.occupied_co[chess.WHITE],
+            b.occupied,
+            b.turn,
+            b.clean_castling_rights(),
+            NO_EP if b.ep_square is None else b.ep_square,
+            b.halfmove_clock,
+            b.fullmove_number,
         )
 
     def to_board(self) -> chess.Board:
@@ -115,24 +125,64 @@ class State:
         """Take the position of a board (after python-chess made a move)."""
         self.pawns, self.knights, self.bishops, self.rooks = b.pawns, b.knights, b.bishops, b.rooks
         self.queens, self.kings, self.white, self.occupied = b.queens, b.kings, b.occupied_co[chess.WHITE], b.occupied
-        self.turn, self.castling, self.halfmove, self.fullmove = b.turn, b.castling_rights, b.halfmove_clock, b.fullmove_number
+        self.turn, self.castling, self.halfmove, self.fullmove = (
+            b.turn,
+            b.castling_rights,
+            b.halfmove_clock,
+            b.fullmove_number,
+        )
         self.ep = NO_EP if b.ep_square is None else b.ep_square
 
     def compiled_args(self) -> tuple:
         """The state as pipeline._replay.replay takes it (and returns it)."""
-        return (self.pawns, self.knights, self.bishops, self.rooks, self.queens, self.kings, self.white,
-                self.turn, self.castling, self.ep, self.halfmove, self.fullmove)
+        return (
+            self.pawns,
+            self.knights,
+            self.bishops,
+            self.rooks,
+            self.queens,
+            self.kings,
+            self.white,
+            self.turn,
+            self.castling,
+            self.ep,
+            self.halfmove,
+            self.fullmove,
+        )
 
     def set_compiled(self, values: tuple) -> None:
         """Take the state pipeline._replay.replay returns."""
-        (self.pawns, self.knights, self.bishops, self.rooks, self.queens, self.kings, self.white,
-         turn, self.castling, self.ep, self.halfmove, self.fullmove) = values
+        (
+            self.pawns,
+            self.knights,
+            self.bishops,
+            self.rooks,
+            self.queens,
+            self.kings,
+            self.white,
+            turn,
+            self.castling,
+            self.ep,
+            self.halfmove,
+            self.fullmove,
+        ) = values
         self.turn = bool(turn)
         self.occupied = self.pawns | self.knights | self.bishops | self.rooks | self.queens | self.kings
 
     def record(self, check: bool) -> Record:
-        return (self.pawns, self.knights, self.bishops, self.rooks, self.queens, self.kings, self.white,
-                self.castling, self.ep, self.halfmove, check)
+        return (
+            self.pawns,
+            self.knights,
+            self.bishops,
+            self.rooks,
+            self.queens,
+            self.kings,
+            self.white,
+            self.castling,
+            self.ep,
+            self.halfmove,
+            check,
+        )
 
 
 _SAN_CACHE: dict[str, tuple] = {}
@@ -178,7 +228,9 @@ def _attacked(sq: int, by: int, occ: int, P: int, N: int, B: int, R: int, Q: int
         or (BB_KING_ATTACKS[sq] & K & by)
         or ((_BLACK_PAWN_ATT[sq] if by_white else _WHITE_PAWN_ATT[sq]) & P & by)
         or (BB_DIAG_ATTACKS[sq][BB_DIAG_MASKS[sq] & occ] & (B | Q) & by)
-        or ((BB_RANK_ATTACKS[sq][BB_RANK_MASKS[sq] & occ] | BB_FILE_ATTACKS[sq][BB_FILE_MASKS[sq] & occ]) & (R | Q) & by)
+        or (
+            (BB_RANK_ATTACKS[sq][BB_RANK_MASKS[sq] & occ] | BB_FILE_ATTACKS[sq][BB_FILE_MASKS[sq] & occ]) & (R | Q) & by
+        )
     )
 
 
@@ -286,7 +338,9 @@ def replay_python(state: State, sans: list[str]) -> tuple[list[Record], list[str
                 elif pt == 3:
                     cands = BB_DIAG_ATTACKS[to][BB_DIAG_MASKS[to] & O] & B
                 elif pt == 4:
-                    cands = (BB_RANK_ATTACKS[to][BB_RANK_MASKS[to] & O] | BB_FILE_ATTACKS[to][BB_FILE_MASKS[to] & O]) & R
+                    cands = (
+                        BB_RANK_ATTACKS[to][BB_RANK_MASKS[to] & O] | BB_FILE_ATTACKS[to][BB_FILE_MASKS[to] & O]
+                    ) & R
                 elif pt == 5:
                     cands = (
                         BB_DIAG_ATTACKS[to][BB_DIAG_MASKS[to] & O]
@@ -336,7 +390,9 @@ def replay_python(state: State, sans: list[str]) -> tuple[list[Record], list[str
                 them = O & ~W if turn else W
                 illegal = (BB_DIAG_ATTACKS[ksq][BB_DIAG_MASKS[ksq] & O] & (B | Q) & them) or (
                     (BB_RANK_ATTACKS[ksq][BB_RANK_MASKS[ksq] & O] | BB_FILE_ATTACKS[ksq][BB_FILE_MASKS[ksq] & O])
-                    & (R | Q) & them)
+                    & (R | Q)
+                    & them
+                )
             else:
                 illegal = False
             if illegal:
@@ -362,7 +418,8 @@ def replay_python(state: State, sans: list[str]) -> tuple[list[Record], list[str
                 elif kind == PIECE:
                     pt = info[1]
                     gives = (pt == 2 and BB_KNIGHT_ATTACKS[to] >> oksq & 1) or (
-                        (pt == 3 or pt == 4 or pt == 5) and BB_RAYS[oksq][to])
+                        (pt == 3 or pt == 4 or pt == 5) and BB_RAYS[oksq][to]
+                    )
                 else:
                     gives = (_WHITE_PAWN_ATT[to] if turn else _BLACK_PAWN_ATT[to]) >> oksq & 1
                 if gives:

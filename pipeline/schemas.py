@@ -62,8 +62,12 @@ _POSITION_IDENTITY = _columns(
     ("planes", pa.binary(96), "12 little-endian uint64 bitboards, P N B R Q K p n b r q k"),
     ("side_to_move", pa.string(), "'w' or 'b'"),
     ("castling", pa.uint8(), "castling rights as bits: K=1 Q=2 k=4 q=8"),
-    ("ep_square", pa.int8(), "en passant square 0..63, only when a pawn of the side to move stands beside the "
-                              "double-stepped pawn (as polyglot); else NULL"),
+    (
+        "ep_square",
+        pa.int8(),
+        "en passant square 0..63, only when a pawn of the side to move stands beside the "
+        "double-stepped pawn (as polyglot); else NULL",
+    ),
 )
 _LABEL_SETTING = _columns(
     ("fen", pa.string(), "the FEN the engine searched (halfmove clock 0)"),
@@ -72,54 +76,72 @@ _LABEL_SETTING = _columns(
     ("limit_value", pa.int32(), "the depth or node limit; 0 for static"),
 )
 
-GAMES = Table("games", "games/archive=<key>/data.parquet", "one row per game that replayed", _columns(
-    ("game_id", pa.int64(), "stable 63-bit id: a hash of the archive key and game_index"),
-    ("archive", pa.string(), "the archive's partition key"),
-    ("game_index", pa.int32(), "the game's place in its archive, from 0"),
-    ("source", pa.string(), "fics, lichess, ccrl, selfplay or other (from the headers)"),
-    ("event", pa.string(), "Event tag"),
-    ("site", pa.string(), "Site tag"),
-    ("date", pa.string(), "Date tag, as written"),
-    ("round", pa.string(), "Round tag"),
-    ("white", pa.string(), "White tag"),
-    ("black", pa.string(), "Black tag"),
-    ("white_elo", pa.int32(), "WhiteElo as an integer; NULL when missing or not a number"),
-    ("black_elo", pa.int32(), "BlackElo as an integer; NULL when missing or not a number"),
-    ("result", pa.string(), "Result tag, as written"),
-    ("time_control", pa.string(), "TimeControl tag; CCRL's \"CCRL 40/15\" in Event becomes 40/900"),
-    ("termination", pa.string(), "Termination tag"),
-    ("eco", pa.string(), "ECO tag"),
-    ("ply_count", pa.int32(), "plies of the mainline"),
-    ("moves_uci", pa.string(), "the mainline's moves in UCI, space-separated"),
-    ("start_fen", pa.string(), "the FEN tag of a set-up game; NULL without one"),
-    ("result_movetext", pa.string(), "the movetext's terminator (1-0, 0-1, 1/2-1/2, *); NULL without one"),
-    ("result_board", pa.string(), "the result the final board decides (checkmate, stalemate, "
-                                  "insufficient material); else NULL"),
-    ("result_mismatch", pa.bool_(), "board, terminator and Result tag disagree"),
-    ("outcome", pa.string(), "1-0, 0-1 or 1/2-1/2 from the board, else the terminator, else the tag; else *"),
-    ("extra_headers", pa.map_(pa.string(), pa.string()), "every other header, name to value"),
-))
+GAMES = Table(
+    "games",
+    "games/archive=<key>/data.parquet",
+    "one row per game that replayed",
+    _columns(
+        ("game_id", pa.int64(), "stable 63-bit id: a hash of the archive key and game_index"),
+        ("archive", pa.string(), "the archive's partition key"),
+        ("game_index", pa.int32(), "the game's place in its archive, from 0"),
+        ("source", pa.string(), "fics, lichess, ccrl, selfplay or other (from the headers)"),
+        ("event", pa.string(), "Event tag"),
+        ("site", pa.string(), "Site tag"),
+        ("date", pa.string(), "Date tag, as written"),
+        ("round", pa.string(), "Round tag"),
+        ("white", pa.string(), "White tag"),
+        ("black", pa.string(), "Black tag"),
+        ("white_elo", pa.int32(), "WhiteElo as an integer; NULL when missing or not a number"),
+        ("black_elo", pa.int32(), "BlackElo as an integer; NULL when missing or not a number"),
+        ("result", pa.string(), "Result tag, as written"),
+        ("time_control", pa.string(), 'TimeControl tag; CCRL\'s "CCRL 40/15" in Event becomes 40/900'),
+        ("termination", pa.string(), "Termination tag"),
+        ("eco", pa.string(), "ECO tag"),
+        ("ply_count", pa.int32(), "plies of the mainline"),
+        ("moves_uci", pa.string(), "the mainline's moves in UCI, space-separated"),
+        ("start_fen", pa.string(), "the FEN tag of a set-up game; NULL without one"),
+        ("result_movetext", pa.string(), "the movetext's terminator (1-0, 0-1, 1/2-1/2, *); NULL without one"),
+        (
+            "result_board",
+            pa.string(),
+            "the result the final board decides (checkmate, stalemate, insufficient material); else NULL",
+        ),
+        ("result_mismatch", pa.bool_(), "board, terminator and Result tag disagree"),
+        ("outcome", pa.string(), "1-0, 0-1 or 1/2-1/2 from the board, else the terminator, else the tag; else *"),
+        ("extra_headers", pa.map_(pa.string(), pa.string()), "every other header, name to value"),
+    ),
+)
 
 REJECTED_GAMES = Table(
-    "rejected_games", "rejected_games/archive=<key>/data.parquet",
+    "rejected_games",
+    "rejected_games/archive=<key>/data.parquet",
     "games that could not be replayed; every game of an archive is in exactly one of games and rejected_games",
     _columns(
         ("archive", pa.string(), "the archive's partition key"),
         ("game_index", pa.int32(), "the game's place in its archive, from 0"),
-        ("reason_code", pa.string(), "illegal_move, ambiguous_move, unparsable_move, unsupported_move, bad_fen, "
-                                     "variant, truncated or binary_data"),
+        (
+            "reason_code",
+            pa.string(),
+            "illegal_move, ambiguous_move, unparsable_move, unsupported_move, bad_fen, "
+            "variant, truncated or binary_data",
+        ),
         ("reason", pa.string(), "what was wrong, in words"),
         ("ply", pa.int32(), "the ply where replay stopped; NULL when not a move's fault"),
         ("excerpt", pa.string(), "the game's first 600 characters (a NUL shown as \u2400)"),
-    ))
+    ),
+)
 
 POSITIONS = Table(
-    "positions", "positions/archive=<key>/data.parquet",
+    "positions",
+    "positions/archive=<key>/data.parquet",
     "one row per mainline position, ply 0 (the start) to N (the final position); FEN derived on demand",
-    _POSITION_IDENTITY[:1] + _columns(
+    _POSITION_IDENTITY[:1]
+    + _columns(
         ("game_id", pa.int64(), "the game (games.game_id)"),
         ("ply", pa.uint32(), "plies played before this position, from 0"),
-    ) + _POSITION_IDENTITY[1:] + _columns(
+    )
+    + _POSITION_IDENTITY[1:]
+    + _columns(
         ("halfmove_clock", pa.uint32(), "plies since the last capture or pawn move"),
         ("fullmove_number", pa.uint32(), "the move number, from 1"),
         ("move_uci", pa.string(), "the move played from here, in UCI; NULL at the end"),
@@ -128,12 +150,16 @@ POSITIONS = Table(
         ("result", pa.string(), "the game's outcome (games.outcome)"),
         ("white_elo", pa.int32(), "the game's white_elo"),
         ("black_elo", pa.int32(), "the game's black_elo"),
-    ))
+    ),
+)
 
 LABELS = Table(
-    "labels", "labels/<engine>_<limit>[_hash-kept]/part-*.parquet",
+    "labels",
+    "labels/<engine>_<limit>[_hash-kept]/part-*.parquet",
     "Stockfish labels, append-only, White's point of view; the views pick a position's best",
-    _POSITION_IDENTITY + _LABEL_SETTING + _columns(
+    _POSITION_IDENTITY
+    + _LABEL_SETTING
+    + _columns(
         ("cp", pa.int32(), "centipawns, White's view; NULL for a mate"),
         ("mate", pa.int16(), "moves to mate: + White mates, - Black mates, 0 the side to move is mated; else NULL"),
         ("score", pa.int32(), "cp, or +/-(32000 - plies to mate): orders every label"),
@@ -148,21 +174,27 @@ LABELS = Table(
         ("hash_cleared", pa.bool_(), "the hash was cleared before this position (reproducible); false: hash kept"),
         ("labelled_at", UTC_TIME, "when the label was made"),
         ("run_id", pa.string(), "the run that made it"),
-    ))
+    ),
+)
 
 LABEL_FAILURES = Table(
-    "label_failures", "label_failures/<engine>_<limit>[_hash-kept]/part-*.parquet",
+    "label_failures",
+    "label_failures/<engine>_<limit>[_hash-kept]/part-*.parquet",
     "positions a setting could not label, not tried again unless a run sets retry_failed",
-    _POSITION_IDENTITY + _LABEL_SETTING + _columns(
+    _POSITION_IDENTITY
+    + _LABEL_SETTING
+    + _columns(
         ("reason", pa.string(), "why, e.g. a crash, a timeout or an invalid label"),
         ("attempts", pa.int16(), "tries made"),
         ("failed_at", UTC_TIME, "when the last try failed"),
         ("run_id", pa.string(), "the run that recorded it"),
         ("hash_cleared", pa.bool_(), "the setting's mode, as in labels; NULL in parts written before it"),
-    ))
+    ),
+)
 
 DATASETS = Table(
-    "datasets", "datasets/<name>/{train,val,test}.parquet",
+    "datasets",
+    "datasets/<name>/{train,val,test}.parquet",
     "training sets; the columns every split file has (each also has the position columns, "
     "materialised_at and its dataset's own columns)",
     _columns(
@@ -172,10 +204,13 @@ DATASETS = Table(
         ("ply", pa.uint32(), "its ply in that game"),
         ("target", pa.float64(), "class index or regression value the model learns"),
         ("split", pa.string(), "train, val or test"),
-    ))
+    ),
+)
 
 MODEL_METRICS = Table(
-    "model_metrics", "model_metrics/<model>/<run id>.parquet", "figures of every trained model, one per row",
+    "model_metrics",
+    "model_metrics/<model>/<run id>.parquet",
+    "figures of every trained model, one per row",
     _columns(
         ("model", pa.string(), "the model asset"),
         ("dataset", pa.string(), "the dataset it was trained on"),
@@ -184,10 +219,12 @@ MODEL_METRICS = Table(
         ("value", pa.float64(), "the figure"),
         ("run_id", pa.string(), "the run that trained the model"),
         ("materialised_at", UTC_TIME, "when the run wrote it"),
-    ))
+    ),
+)
 
 EVALUATION_RESULTS = Table(
-    "evaluation_results", "evaluation_results/<asset>/<run id>.parquet",
+    "evaluation_results",
+    "evaluation_results/<asset>/<run id>.parquet",
     "evaluation figures of the models, one per row (view evaluation_history: every run)",
     _columns(
         ("model", pa.string(), "the model (or player) measured"),
@@ -199,10 +236,12 @@ EVALUATION_RESULTS = Table(
         ("asset", pa.string(), "the asset that made it"),
         ("run_id", pa.string(), "the run that made it"),
         ("materialised_at", UTC_TIME, "when the run wrote it"),
-    ))
+    ),
+)
 
 MATCH_GAMES = Table(
-    "match_games", "match_games/<asset>/<run id>.parquet",
+    "match_games",
+    "match_games/<asset>/<run id>.parquet",
     "every game the evaluation matches played; the same games as PGN in matches/<asset>/<run id>.pgn",
     _columns(
         ("asset", pa.string(), "the asset that played it"),
@@ -217,10 +256,23 @@ MATCH_GAMES = Table(
         ("pgn_path", pa.string(), "the PGN file holding it"),
         ("run_id", pa.string(), "the run that played it"),
         ("materialised_at", UTC_TIME, "when the run wrote it"),
-    ))
+    ),
+)
 
-TABLES: dict[str, Table] = {t.name: t for t in (GAMES, REJECTED_GAMES, POSITIONS, LABELS, LABEL_FAILURES, DATASETS,
-                                                 MODEL_METRICS, EVALUATION_RESULTS, MATCH_GAMES)}
+TABLES: dict[str, Table] = {
+    t.name: t
+    for t in (
+        GAMES,
+        REJECTED_GAMES,
+        POSITIONS,
+        LABELS,
+        LABEL_FAILURES,
+        DATASETS,
+        MODEL_METRICS,
+        EVALUATION_RESULTS,
+        MATCH_GAMES,
+    )
+}
 """Every Parquet table of the store, by name (its folder and its view)."""
 
 GAMES_SCHEMA = GAMES.schema
@@ -264,6 +316,7 @@ def columns_markdown(table: Table) -> str:
 def render_document(text: str) -> str:
     """`text` with every `<!-- columns: <table> -->` block rewritten from TABLES.
     An unknown table name raises KeyError."""
+
     def block(m: re.Match) -> str:
         name = m.group(1)
         if name not in TABLES:

@@ -32,8 +32,7 @@ class SelfPlayConfig:
     """Seed for the random openings and pairings."""
 
 
-def play_games(engine_path: str, out: Path, config: SelfPlayConfig = SelfPlayConfig(),
-               progress=None) -> Path:
+def play_games(engine_path: str, out: Path, config: SelfPlayConfig = SelfPlayConfig(), progress=None) -> Path:
     """Write config.games self-play games to `out` (atomically) and return it."""
     rng = random.Random(config.seed)
     today = dt.date.today().strftime("%Y.%m.%d")
@@ -46,12 +45,17 @@ def play_games(engine_path: str, out: Path, config: SelfPlayConfig = SelfPlayCon
                 for engine, skill in zip(engines, skills):
                     engine.configure({"Skill Level": skill})
                 game = _play(engines, config, rng, i)
-                game.headers.update({
-                    "Event": "chess-pipeline self-play", "Site": "chess-pipeline selfplay",
-                    "Date": today, "Round": str(i + 1),
-                    "White": f"{name} skill {skills[0]}", "Black": f"{name} skill {skills[1]}",
-                    "TimeControl": f"nodes/{config.nodes}",
-                })
+                game.headers.update(
+                    {
+                        "Event": "chess-pipeline self-play",
+                        "Site": "chess-pipeline selfplay",
+                        "Date": today,
+                        "Round": str(i + 1),
+                        "White": f"{name} skill {skills[0]}",
+                        "Black": f"{name} skill {skills[1]}",
+                        "TimeControl": f"nodes/{config.nodes}",
+                    }
+                )
                 print(game, file=f, end="\n\n")
                 if progress:
                     progress(i + 1, config.games)

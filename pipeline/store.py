@@ -104,7 +104,7 @@ class Store:
     def table_glob(self, table: str) -> str:
         return str(self.root / table / "archive=*" / "*.parquet")
 
-    def ensure(self) -> "Store":
+    def ensure(self) -> Store:
         self.root.mkdir(parents=True, exist_ok=True)
         self.archives_dir.mkdir(parents=True, exist_ok=True)
         return self
@@ -126,7 +126,7 @@ class Store:
     def locks_dir(self) -> Path:
         return self.root / ".locks"
 
-    def scan_archives(self, hash_budget_s: float | None = None) -> "ArchiveScan":
+    def scan_archives(self, hash_budget_s: float | None = None) -> ArchiveScan:
         """Walk the archives folder once (links followed, loops cut, each real file once),
         hash new or changed files, and map every file to its partition key.
 
@@ -198,8 +198,10 @@ class Store:
         if path is None:
             links = [str(p) for p in scan.dangling if partition_key(p.relative_to(self.archives_dir).as_posix()) == key]
             if links:
-                raise FileNotFoundError(f"archive {key}: {links[0]} is a link to {os.readlink(links[0])}, which "
-                                        "does not exist; link it again or remove the link")
+                raise FileNotFoundError(
+                    f"archive {key}: {links[0]} is a link to {os.readlink(links[0])}, which "
+                    "does not exist; link it again or remove the link"
+                )
             raise FileNotFoundError(
                 f"no archive with partition key {key!r} under {self.archives_dir}; "
                 "was the file moved or deleted? Put it back or remove the partition"
@@ -372,8 +374,9 @@ def _write_json(path: Path, data: dict) -> None:
 
 
 @contextmanager
-def file_lock(path: Path, wait: bool = True, on_wait: Callable[[str], None] | None = None,
-              what: str = "") -> Iterator[bool]:
+def file_lock(
+    path: Path, wait: bool = True, on_wait: Callable[[str], None] | None = None, what: str = ""
+) -> Iterator[bool]:
     """An exclusive flock on path (created if needed); yields whether this process holds it.
 
     wait: block until another holder lets go (on_wait gets a message naming its pid first),
@@ -444,8 +447,9 @@ def process_start_time(pid: int) -> float | None:
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         ticks = int(fields[19])  # field 22, starttime, counting from the state (field 3)
-        boot = next(float(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines()
-                    if ln.startswith("btime "))
+        boot = next(
+            float(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines() if ln.startswith("btime ")
+        )
         return boot + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
         return None
@@ -504,8 +508,10 @@ def mount_point(path: Path) -> Path:
 
 
 def no_space_message(path: Path) -> str:
-    return (f"no space left on {mount_point(path)} (writing {path}); nothing was half written: "
-            "free some space and run the command again")
+    return (
+        f"no space left on {mount_point(path)} (writing {path}); nothing was half written: "
+        "free some space and run the command again"
+    )
 
 
 FULL_MARGIN = 1 << 20
@@ -558,7 +564,7 @@ def _split_suffix(name: str) -> tuple[str, str]:
     lower = name.lower()
     for suffix in sorted(ARCHIVE_SUFFIXES, key=len, reverse=True):
         if lower.endswith(suffix):
-            return name[: -len(suffix)], name[-len(suffix):]
+            return name[: -len(suffix)], name[-len(suffix) :]
     return name, ""
 
 

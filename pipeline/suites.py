@@ -16,10 +16,10 @@ read as text at all (missing, binary, not UTF-8) raises SuiteError naming the fi
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Iterable
 
 import chess
 
@@ -101,9 +101,10 @@ def _decode(path: Path) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise SuiteError(f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} on line {line}): save it as "
-                         "UTF-8 or ASCII") from None
+        line = data[: e.start].count(b"\n") + 1
+        raise SuiteError(
+            f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} on line {line}): save it as UTF-8 or ASCII"
+        ) from None
 
 
 _FULL_FEN = re.compile(r"^(\S+\s+\S+\s+\S+\s+\S+)\s+(\d+)\s+(\d+)(?=\s|;|$)(.*)$", re.S)
@@ -149,8 +150,9 @@ def read_epd(path: Path | str, suite: str | None = None) -> EpdFile:
     if not out.positions:
         if out.failures:
             f = out.failures[0]
-            raise SuiteError(f"{path}: no readable EPD position in {len(out.failures):,} lines "
-                             f"(line {f.line}: {f.reason})")
+            raise SuiteError(
+                f"{path}: no readable EPD position in {len(out.failures):,} lines (line {f.line}: {f.reason})"
+            )
         raise SuiteError(f"{path}: no EPD positions (empty, or only blank and # lines)")
     return out
 
@@ -288,8 +290,9 @@ def reference_moves(positions: list[EpdPosition], engine_best: dict[int, chess.M
     return [p.best_moves[0] if p.best_moves else engine_best[p.index] for p in positions]
 
 
-def engine_evaluations(pool: EnginePool, limit: Limit, boards: Iterable[tuple[object, chess.Board]]
-                       ) -> dict[object, Evaluation]:
+def engine_evaluations(
+    pool: EnginePool, limit: Limit, boards: Iterable[tuple[object, chess.Board]]
+) -> dict[object, Evaluation]:
     """Engine evaluations (White's view) of positions, by the caller's id. A position the engine
     fails on raises: a delta-cp with a hole in it would be silently wrong."""
     jobs = [Job(key, b.fen(), b.turn == chess.WHITE) for key, b in boards]
@@ -302,8 +305,9 @@ def engine_evaluations(pool: EnginePool, limit: Limit, boards: Iterable[tuple[ob
     return out
 
 
-def kaufman_delta_cp(positions: list[EpdPosition], moves: list[chess.Move], pool: EnginePool, limit: Limit,
-                     clip: int = 2000) -> list[DeltaCp]:
+def kaufman_delta_cp(
+    positions: list[EpdPosition], moves: list[chess.Move], pool: EnginePool, limit: Limit, clip: int = 2000
+) -> list[DeltaCp]:
     """Sabatelli's delta-cp per position: the engine's score (at `limit`) after the suite's move
     minus its score after the move played, both from the mover's side. Positions with only an
     avoid move take the engine's best move (same limit) as the reference."""

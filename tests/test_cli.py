@@ -39,30 +39,46 @@ def test_demo_makes_a_selfplay_archive_and_runs_the_graph(home, capsys, stockfis
     assert "archive_summary" not in out  # prints the table, not the view name
     with duckdb.connect(str(home / "chess.duckdb"), read_only=True) as con:
         [(games, rejected, plies, positions)] = con.sql(
-            "SELECT games, rejected, plies, positions FROM archive_summary").fetchall()
+            "SELECT games, rejected, plies, positions FROM archive_summary"
+        ).fetchall()
         assert (games, rejected) == (4, 0) and positions == plies + games
         assert con.sql("SELECT DISTINCT source FROM games").fetchall() == [("selfplay",)]
         # ... and labelled every distinct position at depth 8.
         [(unlabelled, labels)] = con.sql(
-            "SELECT count(*) FILTER (WHERE score IS NULL), count(DISTINCT fen) FROM labelled_positions").fetchall()
+            "SELECT count(*) FILTER (WHERE score IS NULL), count(DISTINCT fen) FROM labelled_positions"
+        ).fetchall()
         assert unlabelled == 0 and labels > 100
         # ... and built every dataset (self-play games are engine games: in Sabatelli's sets).
         datasets = dict(con.sql("SELECT dataset, count(*) FROM datasets GROUP BY 1").fetchall())
-        assert datasets["sabatelli_3class"] == con.sql(
-            "SELECT count(*) FROM positions").fetchall()[0][0] - sum_removed(out, "sabatelli_3class")
+        assert datasets["sabatelli_3class"] == con.sql("SELECT count(*) FROM positions").fetchall()[0][0] - sum_removed(
+            out, "sabatelli_3class"
+        )
     assert "coverage 100.00%" in out
     # ... and trained the 3-class MLP, its metrics in the store.
     assert "mlp_bitmap_3class: test accuracy" in out
     with duckdb.connect(str(home / "chess.duckdb"), read_only=True) as con:
-        assert con.sql("SELECT count(*) FROM model_metrics WHERE model = 'mlp_bitmap_3class' "
-                       "AND metric = 'accuracy' AND split = 'test'").fetchall()[0][0] == 1
+        assert (
+            con.sql(
+                "SELECT count(*) FROM model_metrics WHERE model = 'mlp_bitmap_3class' "
+                "AND metric = 'accuracy' AND split = 'test'"
+            ).fetchall()[0][0]
+            == 1
+        )
     # ... and evaluated it: matches (the quick run's 4 openings, both colours: 8 games each) and Elo.
     with duckdb.connect(str(home / "chess.duckdb"), read_only=True) as con:
-        scores = dict(con.sql("SELECT suite, n FROM evaluation_results WHERE model = 'mlp_bitmap_3class' "
-                              "AND metric = 'score'").fetchall())
+        scores = dict(
+            con.sql(
+                "SELECT suite, n FROM evaluation_results WHERE model = 'mlp_bitmap_3class' AND metric = 'score'"
+            ).fetchall()
+        )
         assert scores["random"] == 8 and scores["stockfish skill 0 depth 6"] == 8
-        assert con.sql("SELECT count(*) FROM match_games WHERE white LIKE 'mlp_bitmap_3class%' "
-                       "OR black LIKE 'mlp_bitmap_3class%'").fetchall()[0][0] >= 24
+        assert (
+            con.sql(
+                "SELECT count(*) FROM match_games WHERE white LIKE 'mlp_bitmap_3class%' "
+                "OR black LIKE 'mlp_bitmap_3class%'"
+            ).fetchall()[0][0]
+            >= 24
+        )
     assert (home / "reports" / "evaluation" / "mlp_bitmap_3class.md").exists()
     # The runs are in the persistent instance, so the UI shows them.
     import dagster as dg
@@ -87,8 +103,10 @@ def test_ingest_and_sql_formats(home, capsys, fics_search):
 
 def test_label_limit_bounds_a_run_and_the_next_run_finishes(home, capsys, tmp_path, stockfish):
     pgn = tmp_path / "two.pgn"
-    pgn.write_text('[Event "x"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bb5 a6 4. Ba4 Nf6 *\n\n'
-                   '[Event "y"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bc4 Bc5 4. c3 Nf6 *\n')
+    pgn.write_text(
+        '[Event "x"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bb5 a6 4. Ba4 Nf6 *\n\n'
+        '[Event "y"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bc4 Bc5 4. c3 Nf6 *\n'
+    )
     main(["--home", str(home), "ingest", str(pgn)])
     main(["--home", str(home), "label", "--limit", "5"])
     assert "5 labelled" in capsys.readouterr().out
@@ -97,14 +115,25 @@ def test_label_limit_bounds_a_run_and_the_next_run_finishes(home, capsys, tmp_pa
     assert "8 labelled" in out and "coverage 100.00% of 13 distinct positions" in out  # 18 rows, 5 shared
     main(["--home", str(home), "label", "--depth", "9", "--relabel", "--limit", "3", "--order", "most_used"])
     capsys.readouterr()
-    main(["--home", str(home), "sql", "SELECT limit_value, count(*) AS n FROM labels GROUP BY 1 ORDER BY 1",
-          "--format", "json"])
+    main(
+        [
+            "--home",
+            str(home),
+            "sql",
+            "SELECT limit_value, count(*) AS n FROM labels GROUP BY 1 ORDER BY 1",
+            "--format",
+            "json",
+        ]
+    )
     assert json.loads(capsys.readouterr().out) == [{"limit_value": 8, "n": 13}, {"limit_value": 9, "n": 3}]
     # --keep-hash is a setting of its own: all 13 positions again, in their own folder.
     main(["--home", str(home), "label", "--keep-hash", "--workers", "1"])
     assert "13 labelled" in capsys.readouterr().out
     assert {p.name for p in (home / "labels").iterdir() if p.name.startswith("stockfish")} == {
-        "stockfish-15.1_depth-8", "stockfish-15.1_depth-9", "stockfish-15.1_depth-8_hash-kept"}
+        "stockfish-15.1_depth-8",
+        "stockfish-15.1_depth-9",
+        "stockfish-15.1_depth-8_hash-kept",
+    }
 
 
 def test_evaluate_names_what_is_missing(home):
@@ -117,6 +146,7 @@ def test_evaluate_names_what_is_missing(home):
 
 
 # ---- reading the right store, and only reading it (issue 13, items 7 and 8) ----------------
+
 
 def _pgn(path, n: int, first: int = 0):
     """n distinct short games (openings from a fixed list, so contents differ by `first`)."""
@@ -257,9 +287,14 @@ def test_sql_still_reads_what_the_readme_shows_and_reports_run(home, capsys, tmp
     for sql in README_QUERIES:
         main(["--home", str(home), "sql", sql, "--format", "json"])
         json.loads(capsys.readouterr().out)
-    assert _json_rows(capsys, "--home", str(home), "sql", "SELECT sum(games)::INTEGER AS n FROM archive_summary") == [{"n": 3}]
-    reports = [p.name.removesuffix(".sql") for p in resources.files("sql").joinpath("reports").iterdir()
-               if p.name.endswith(".sql")]
+    assert _json_rows(capsys, "--home", str(home), "sql", "SELECT sum(games)::INTEGER AS n FROM archive_summary") == [
+        {"n": 3}
+    ]
+    reports = [
+        p.name.removesuffix(".sql")
+        for p in resources.files("sql").joinpath("reports").iterdir()
+        if p.name.endswith(".sql")
+    ]
     assert len(reports) >= 4
     for name in reports:
         main(["--home", str(home), "report", name, "--format", "json"])
@@ -267,6 +302,7 @@ def test_sql_still_reads_what_the_readme_shows_and_reports_run(home, capsys, tmp
 
 
 # ---- runs say what started them (issue 12, item 11) -----------------------------------------
+
 
 def test_cli_runs_carry_the_command_and_assets_as_tags(home, capsys, tmp_path):
     import dagster as dg
@@ -290,8 +326,9 @@ def _cli(tmp_path, *argv, env: dict | None = None) -> subprocess.CompletedProces
     """The installed console script, as a user runs it."""
     base = {k: v for k, v in os.environ.items() if k not in ("CHESS_PIPELINE_HOME", "CHESS_PIPELINE_DEBUG")}
     base["DAGSTER_HOME"] = str(tmp_path / "dagster")
-    return subprocess.run([str(CLI), *argv], env={**base, **(env or {})}, cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [str(CLI), *argv], env={**base, **(env or {})}, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.mark.slow  # 14 CLI processes (6 to 39 s on the shared 2-core machine); its `label` case starts the engine
@@ -315,7 +352,10 @@ def test_errors_end_in_one_line_and_debug_shows_the_traceback(tmp_path):
         r = _cli(tmp_path, "--home", str(home), *argv)
         lines = r.stderr.strip().splitlines()
         assert r.returncode != 0 and "Traceback" not in r.stderr, (argv, r.stderr)
-        assert len(lines) == 1 and lines[0].startswith("chess-pipeline") and expect in lines[0].lower(), (argv, r.stderr)
+        assert len(lines) == 1 and lines[0].startswith("chess-pipeline") and expect in lines[0].lower(), (
+            argv,
+            r.stderr,
+        )
     # A failure inside a Dagster run: Dagster's own log lines keep no stack trace, the cause ends it.
     r = _cli(tmp_path, "--home", str(home), "label", "--depth", "-3")
     assert r.returncode != 0 and "Traceback" not in r.stderr and "Stack Trace" not in r.stderr, r.stderr
@@ -328,6 +368,7 @@ def test_errors_end_in_one_line_and_debug_shows_the_traceback(tmp_path):
 
 
 # ---- `chess-pipeline ui` without the venv on PATH (issue 12, item 1) ----------------------------
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -355,8 +396,14 @@ def test_ui_starts_through_the_running_interpreter_without_the_venv_on_path(tmp_
     dagster_home = tmp_path / "dagster-ui-test"
     env = {"PATH": "/usr/bin:/bin", "DAGSTER_HOME": str(dagster_home), "HOME": str(tmp_path)}
     log = (tmp_path / "ui.log").open("w")
-    proc = subprocess.Popen([str(CLI), "--home", str(tmp_path / "store"), "ui", "--port", str(port)], env=env,
-                            cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(CLI), "--home", str(tmp_path / "store"), "ui", "--port", str(port)],
+        env=env,
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 240
         answered = None
@@ -392,8 +439,10 @@ def test_ui_starts_through_the_running_interpreter_without_the_venv_on_path(tmp_
     assert not _pids_with_env(str(dagster_home))
 
 
-TWO_GAMES = ('[Event "x"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bb5 a6 4. Ba4 Nf6 *\n\n'
-             '[Event "y"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bc4 Bc5 4. c3 Nf6 *\n')
+TWO_GAMES = (
+    '[Event "x"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bb5 a6 4. Ba4 Nf6 *\n\n'
+    '[Event "y"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bc4 Bc5 4. c3 Nf6 *\n'
+)
 TWO_GAMES_DISTINCT = 13  # 18 position rows, the first five shared
 
 
@@ -475,8 +524,7 @@ def test_a_hung_position_costs_seconds_and_is_recorded(home, capsys, tmp_path, s
     assert again["attempts"] == 1 and "within 0.5s" in again["reason"]
 
 
-def test_a_broken_label_from_an_older_version_is_a_note_not_a_failure_of_every_run(home, capsys, tmp_path,
-                                                                                  stockfish):
+def test_a_broken_label_from_an_older_version_is_a_note_not_a_failure_of_every_run(home, capsys, tmp_path, stockfish):
     """A label out of range in the store (written before labels were validated): scores_in_range
     does not pass, and the CLI says so in one note line, but the run, which wrote only valid
     labels, exits 0 (as an ERROR it failed every later run, and nothing could remove the row).
@@ -511,8 +559,9 @@ def test_ingest_says_when_the_store_does_not_reconcile_with_the_file(home, capsy
         main(["--home", str(home), "ingest", str(pgn)])
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if "reconciles_with_file" in ln]
-    assert len(lines) == 1 and lines[0].startswith("chess-pipeline: archive old-mac.pgn failed: check "
-                                                   "reconciles_with_file of games did not pass")
+    assert len(lines) == 1 and lines[0].startswith(
+        "chess-pipeline: archive old-mac.pgn failed: check reconciles_with_file of games did not pass"
+    )
     assert "python-chess counts 2 games" in lines[0]
 
 
@@ -525,8 +574,14 @@ def run_cli(home, *args):
 
     root = Path(__file__).resolve().parent.parent
     env = {k: v for k, v in os.environ.items() if k != "CHESS_PIPELINE_HOME"}
-    r = subprocess.run([sys.executable, "-m", "assets.cli", "--home", str(home), *args], cwd=root, env=env,
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "assets.cli", "--home", str(home), *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return r.returncode, r.stdout, r.stderr
 
 
@@ -537,22 +592,30 @@ def test_datasets_and_train_name_missing_labels_in_one_line_and_label_flags_choo
     pgn.write_text(RATED_GAMES)
     main(["--home", str(home), "ingest", str(pgn)])
     main(["--home", str(home), "label", "--depth", "6"])
-    fix = ("no depth-8 labels for its 47 candidate positions; the store has labels for depth 6 (47 of them): "
-           "run `chess-pipeline label --depth 8`, or build from those with "
-           "`chess-pipeline datasets sabatelli_3class --label-depth 6`")
+    fix = (
+        "no depth-8 labels for its 47 candidate positions; the store has labels for depth 6 (47 of them): "
+        "run `chess-pipeline label --depth 8`, or build from those with "
+        "`chess-pipeline datasets sabatelli_3class --label-depth 6`"
+    )
     rc, out, err = run_cli(home, "datasets", "sabatelli_3class")
     assert rc == 1 and out == "" and err == f"chess-pipeline datasets: sabatelli_3class has no rows: {fix}\n"
     rc, out, err = run_cli(home, "train")
-    assert rc == 1 and out == "" and err == (
-        f"chess-pipeline train: mlp_bitmap_3class cannot train: sabatelli_3class has no rows: {fix}\n")
+    assert (
+        rc == 1
+        and out == ""
+        and err == (f"chess-pipeline train: mlp_bitmap_3class cannot train: sabatelli_3class has no rows: {fix}\n")
+    )
     # --label-depth 6 builds it from the depth-6 labels: every row, each target from its label.
-    rc, out, err = run_cli(home, "datasets", "sabatelli_3class", "--label-depth", "6", "--val-fraction", "0",
-                           "--test-fraction", "0")
+    rc, out, err = run_cli(
+        home, "datasets", "sabatelli_3class", "--label-depth", "6", "--val-fraction", "0", "--test-fraction", "0"
+    )
     assert rc == 0 and "sabatelli_3class: train 47, val 0, test 0" in out
     assert "label coverage 100.00% of 47 candidate positions" in out
     with duckdb.connect(str(home / "chess.duckdb"), read_only=True) as con:
-        rows = con.sql("SELECT d.target, l.score, d.side_to_move FROM datasets d JOIN labels l "
-                       "USING (position_key, side_to_move) WHERE d.dataset = 'sabatelli_3class'").fetchall()
+        rows = con.sql(
+            "SELECT d.target, l.score, d.side_to_move FROM datasets d JOIN labels l "
+            "USING (position_key, side_to_move) WHERE d.dataset = 'sabatelli_3class'"
+        ).fetchall()
         assert con.sql("SELECT DISTINCT limit_value FROM labels").fetchall() == [(6,)]
     assert len(rows) == 47
     for target, score, stm in rows:
@@ -569,14 +632,18 @@ def test_datasets_and_train_name_missing_labels_in_one_line_and_label_flags_choo
 @pytest.mark.slow  # an ingest and a CLI process of its own: 10 s on a loaded 2-core machine
 def test_a_set_no_game_qualifies_for_is_not_100_percent_covered(home, tmp_path):
     pgn = tmp_path / "club.pgn"
-    pgn.write_text('[Event "c"]\n[WhiteElo "1500"]\n[BlackElo "1600"]\n[Result "1-0"]\n\n1. e4 e5 2. Qh5 Nc6 '
-                   '3. Bc4 Nf6 4. Qxf7# 1-0\n')
+    pgn.write_text(
+        '[Event "c"]\n[WhiteElo "1500"]\n[BlackElo "1600"]\n[Result "1-0"]\n\n1. e4 e5 2. Qh5 Nc6 '
+        "3. Bc4 Nf6 4. Qxf7# 1-0\n"
+    )
     main(["--home", str(home), "ingest", str(pgn)])
     rc, out, err = run_cli(home, "datasets", "sabatelli_3class")
     assert rc == 1 and out == "" and "100.00%" not in err
-    assert err == ("chess-pipeline datasets: sabatelli_3class has no rows: none of the store's 1 games gives "
-                   "positions of games whose players are both rated over 2000, or of engine games (min_elo 0 would "
-                   "keep 8 positions: set min_elo lower in the run config)\n")
+    assert err == (
+        "chess-pipeline datasets: sabatelli_3class has no rows: none of the store's 1 games gives "
+        "positions of games whose players are both rated over 2000, or of engine games (min_elo 0 would "
+        "keep 8 positions: set min_elo lower in the run config)\n"
+    )
 
 
 def test_csv_holds_every_column_and_a_closed_pipe_ends_quietly(home, capsys, tmp_path):
@@ -599,18 +666,37 @@ def test_csv_holds_every_column_and_a_closed_pipe_ends_quietly(home, capsys, tmp
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert len(rows) == 3 and all(len(r["planes"]) == 192 for r in rows)
     last = rows[-1]
-    fen = fen_from_row(bytes.fromhex(last["planes"]), last["side_to_move"], int(last["castling"]),
-                       int(last["ep_square"]) if last["ep_square"] else None, int(last["halfmove_clock"]),
-                       int(last["fullmove_number"]))
+    fen = fen_from_row(
+        bytes.fromhex(last["planes"]),
+        last["side_to_move"],
+        int(last["castling"]),
+        int(last["ep_square"]) if last["ep_square"] else None,
+        int(last["halfmove_clock"]),
+        int(last["fullmove_number"]),
+    )
     assert fen == "rnbqkbnr/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/RNBQKBNR w KQkq - 0 2"
     main(["--home", str(home), "sql", "SELECT extra_headers FROM games", "--format", "csv"])
     [row] = csv.DictReader(io.StringIO(capsys.readouterr().out))
     assert json.loads(row["extra_headers"]) == {"Annotator": "me, with a comma"}
     root = Path(__file__).resolve().parent.parent
     env = {k: v for k, v in os.environ.items() if k != "CHESS_PIPELINE_HOME"}
-    cli = subprocess.Popen([sys.executable, "-m", "assets.cli", "--home", str(home), "sql",
-                            "SELECT * FROM range(200000)", "--format", "csv"],
-                           cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cli = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "assets.cli",
+            "--home",
+            str(home),
+            "sql",
+            "SELECT * FROM range(200000)",
+            "--format",
+            "csv",
+        ],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     cli.stdout.readline()
     cli.stdout.close()  # the reader goes away, as `head -1` does
     _, err = cli.communicate(timeout=120)

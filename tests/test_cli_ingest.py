@@ -78,13 +78,17 @@ def small_fs(tmp_path):
 def _cli(*args, dagster_home):
     env = {**os.environ, "DAGSTER_HOME": str(dagster_home)}
     env.pop("CHESS_PIPELINE_HOME", None)
-    return subprocess.run([sys.executable, "-m", "assets.cli", *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "assets.cli", *map(str, args)], env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def _leftovers(root: Path) -> list[Path]:
-    return [p for p in root.rglob("*") if p.name.endswith(".tmp") or p.name.endswith(".parquet")
-            and p.name != "_schema.parquet"]
+    return [
+        p
+        for p in root.rglob("*")
+        if p.name.endswith(".tmp") or p.name.endswith(".parquet") and p.name != "_schema.parquet"
+    ]
 
 
 def _fill(mnt: Path) -> Path:

@@ -9,8 +9,10 @@ def test_a_new_store_is_named_once_on_stderr(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     main(["sql", "SELECT 1 AS n"])
     err = capsys.readouterr().err
-    assert err == (f"chess-pipeline: created a new store at {tmp_path.resolve() / 'store'} "
-                   "(set CHESS_PIPELINE_HOME or --home to use another)\n")
+    assert err == (
+        f"chess-pipeline: created a new store at {tmp_path.resolve() / 'store'} "
+        "(set CHESS_PIPELINE_HOME or --home to use another)\n"
+    )
     assert (tmp_path / "store" / "archives").is_dir()
     main(["sql", "SELECT 1 AS n"])  # the same store again: nothing to say
     assert capsys.readouterr().err == ""

@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _modules(package: str) -> list[str]:
-    return sorted(f"{package}.{m.name}" for m in pkgutil.iter_modules([str(ROOT / package)])
-                  if not m.name.startswith("_"))
+    return sorted(
+        f"{package}.{m.name}" for m in pkgutil.iter_modules([str(ROOT / package)]) if not m.name.startswith("_")
+    )
 
 
 LIBRARY_MODULES = _modules("pipeline") + _modules("training")
@@ -28,9 +29,11 @@ def test_the_library_packages_have_modules_to_check():
 
 @pytest.mark.parametrize("module", LIBRARY_MODULES)
 def test_library_module_imports_without_dagster(module):
-    code = (f"import sys, importlib; importlib.import_module({module!r}); "
-            "bad = sorted(m for m in sys.modules if m == 'dagster' or m.startswith('dagster.'))[:3]; "
-            "print(','.join(bad))")
+    code = (
+        f"import sys, importlib; importlib.import_module({module!r}); "
+        "bad = sorted(m for m in sys.modules if m == 'dagster' or m.startswith('dagster.'))[:3]; "
+        "print(','.join(bad))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "", f"{module} imports Dagster: {out.stdout.strip()}"

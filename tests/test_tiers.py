@@ -28,10 +28,19 @@ def pytest_collection_finish(session):
 def test_no_fast_test_requests_stockfish_or_the_shared_data(tmp_path):
     (tmp_path / "tier_probe.py").write_text(PROBE)
     out = tmp_path / "items.json"
-    env = {**os.environ, "TIER_PROBE_OUT": str(out),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
-    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "tier_probe",
-                        "-p", "no:cacheprovider"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "TIER_PROBE_OUT": str(out),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])),
+    }
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "tier_probe", "-p", "no:cacheprovider"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     items = json.loads(out.read_text())
     fast = [i for i in items if not i["slow"]]

@@ -104,26 +104,33 @@ class ParquetBatches:
     @staticmethod
     def _slices(buf: dict, start: int, end: int, b: int) -> Iterator[Batch]:
         for i in range(start, end, b):
-            yield _batch({k: v[i:min(i + b, end)] for k, v in buf.items()})
+            yield _batch({k: v[i : min(i + b, end)] for k, v in buf.items()})
 
 
 def _columns(t) -> dict:
     planes = t.column("planes").combine_chunks()
     if planes.type != pa.binary(96):
         planes = planes.cast(pa.binary(96))
-    raw = np.frombuffer(planes.buffers()[1], dtype=np.uint8)[planes.offset * 96:(planes.offset + len(planes)) * 96]
+    raw = np.frombuffer(planes.buffers()[1], dtype=np.uint8)[planes.offset * 96 : (planes.offset + len(planes)) * 96]
     out = {
         "planes": raw.reshape(-1, 96).copy(),
         "white_to_move": (t.column("side_to_move").to_numpy(zero_copy_only=False) == "w"),
         "castling": t.column("castling").to_numpy().astype(np.uint8),
         "target": t.column("target").to_numpy().astype(np.float32),
     }
-    out["mirrored"] = (t.column("mirrored").to_numpy(zero_copy_only=False).astype(bool)
-                       if "mirrored" in t.column_names else np.zeros(t.num_rows, dtype=bool))
+    out["mirrored"] = (
+        t.column("mirrored").to_numpy(zero_copy_only=False).astype(bool)
+        if "mirrored" in t.column_names
+        else np.zeros(t.num_rows, dtype=bool)
+    )
     return out
 
 
 def _batch(cols: dict) -> Batch:
-    return Batch(torch.from_numpy(cols["planes"]), torch.from_numpy(cols["white_to_move"]),
-                 torch.from_numpy(cols["castling"]), torch.from_numpy(cols["mirrored"]),
-                 torch.from_numpy(cols["target"]))
+    return Batch(
+        torch.from_numpy(cols["planes"]),
+        torch.from_numpy(cols["white_to_move"]),
+        torch.from_numpy(cols["castling"]),
+        torch.from_numpy(cols["mirrored"]),
+        torch.from_numpy(cols["target"]),
+    )

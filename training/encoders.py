@@ -34,8 +34,12 @@ class Batch:
     target: torch.Tensor | None = None
 
     def to(self, device) -> Batch:
-        return Batch(*(t.to(device, non_blocking=True) if t is not None else None
-                       for t in (self.planes, self.white_to_move, self.castling, self.mirrored, self.target)))
+        return Batch(
+            *(
+                t.to(device, non_blocking=True) if t is not None else None
+                for t in (self.planes, self.white_to_move, self.castling, self.mirrored, self.target)
+            )
+        )
 
 
 _SHIFTS = torch.arange(8, dtype=torch.uint8)
@@ -150,6 +154,7 @@ def get_encoder(name: str) -> Encoder:
 
 # Bitboard arithmetic on int64 tensors (bit k = square k), for the feature encoder. -------
 
+
 def _i64(x: int) -> int:
     """A 64-bit pattern as a signed int64 value."""
     x &= (1 << 64) - 1
@@ -162,8 +167,14 @@ _NOT_AB, _NOT_GH = _i64(~(_FILE_A | _FILE_A << 1)), _i64(~(_FILE_A << 6 | _FILE_
 _ALL = -1
 _RMASK = [_i64((1 << (64 - n)) - 1) if n else -1 for n in range(64)]
 _DIRECTIONS = {  # shift, mask of squares a step may land on
-    "n": (8, _ALL), "s": (-8, _ALL), "e": (1, _NOT_A), "w": (-1, _NOT_H),
-    "ne": (9, _NOT_A), "nw": (7, _NOT_H), "se": (-7, _NOT_A), "sw": (-9, _NOT_H),
+    "n": (8, _ALL),
+    "s": (-8, _ALL),
+    "e": (1, _NOT_A),
+    "w": (-1, _NOT_H),
+    "ne": (9, _NOT_A),
+    "nw": (7, _NOT_H),
+    "se": (-7, _NOT_A),
+    "sw": (-9, _NOT_H),
 }
 _ORTHOGONAL, _DIAGONAL = ("n", "s", "e", "w"), ("ne", "nw", "se", "sw")
 _POW2 = [_i64(1 << k) for k in range(64)]
@@ -249,8 +260,14 @@ def attackers_to(bb: torch.Tensor, squares: tuple[int, ...], white: bool) -> lis
     for d in _ORTHOGONAL:
         orth = orth | _ray(target, empty, d)
     p = [bb[:, o + i, None] for i in range(6)]
-    return [_pawn_attacks(target, not white) & p[0], _knight(target) & p[1], diag & p[2], orth & p[3],
-            (diag | orth) & p[4], _king(target) & p[5]]
+    return [
+        _pawn_attacks(target, not white) & p[0],
+        _knight(target) & p[1],
+        diag & p[2],
+        orth & p[3],
+        (diag | orth) & p[4],
+        _king(target) & p[5],
+    ]
 
 
 def king_safety(bb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -299,7 +316,7 @@ class Features(Encoder):
         squares = CENTRE + (F2, F7)
         w_counts = [_popcount(a) for a in attackers_to(bb, squares, True)]  # per piece type: (B, 8)
         k_counts = [_popcount(a) for a in attackers_to(bb, squares, False)]
-        centre = (sum(w_counts) - sum(k_counts))[:, :len(CENTRE)].float() / 4
+        centre = (sum(w_counts) - sum(k_counts))[:, : len(CENTRE)].float() / 4
         extra[:, 0, list(CENTRE)] = centre
         extra[:, 1, F2] = -sum(wt * c[:, len(CENTRE)] for wt, c in zip(ATTACKER_WEIGHTS, k_counts)).float() / 10
         extra[:, 1, F7] = sum(wt * c[:, len(CENTRE) + 1] for wt, c in zip(ATTACKER_WEIGHTS, w_counts)).float() / 10

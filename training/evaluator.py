@@ -13,8 +13,8 @@ for Black.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import chess
 import numpy as np

@@ -47,16 +47,37 @@ PRESETS: dict[str, ModelSpec] = {
     "mlp_wide": ModelSpec("mlp", hidden=(2048, 2048, 1050), activation="elu", notes="Sabatelli 15/20-class MLP"),
     # Regression: three hidden layers of 2048, ELU, batch norm, SGD with Nesterov momentum
     # (learning rate ours: 1e-2 diverges on these targets, 1e-3 does not).
-    "mlp_regression": ModelSpec("mlp", hidden=(2048, 2048, 2048), activation="elu", batch_norm=True,
-                                optimizer="sgd", lr=1e-3, notes="Sabatelli regression MLP"),
+    "mlp_regression": ModelSpec(
+        "mlp",
+        hidden=(2048, 2048, 2048),
+        activation="elu",
+        batch_norm=True,
+        optimizer="sgd",
+        lr=1e-3,
+        notes="Sabatelli regression MLP",
+    ),
     # CNN on bitmap or algebraic input: 20 5x5 filters, 50 3x3 filters, FC 500; ELU, batch norm,
     # dropout 0.3, same padding, no pooling.
-    "cnn": ModelSpec("cnn", hidden=(500,), convs=((20, 5), (50, 3)), activation="elu", dropout=0.3,
-                     batch_norm=True, notes="Sabatelli CNN"),
+    "cnn": ModelSpec(
+        "cnn",
+        hidden=(500,),
+        convs=((20, 5), (50, 3)),
+        activation="elu",
+        dropout=0.3,
+        batch_norm=True,
+        notes="Sabatelli CNN",
+    ),
     # CNN on the feature input: 7x7, 5x5 and 3x3 convolutions, FC 250 (filter counts are ours:
     # 20, 50, 50, as in the bitmap CNN).
-    "cnn_features": ModelSpec("cnn", hidden=(250,), convs=((20, 7), (50, 5), (50, 3)), activation="elu",
-                              dropout=0.3, batch_norm=True, notes="Sabatelli CNN on the feature input"),
+    "cnn_features": ModelSpec(
+        "cnn",
+        hidden=(250,),
+        convs=((20, 7), (50, 5), (50, 3)),
+        activation="elu",
+        dropout=0.3,
+        batch_norm=True,
+        notes="Sabatelli CNN on the feature input",
+    ),
     # Lubeck: 768 -> hidden -> softmax over win/draw/loss; the hidden width scales with the data.
     "lubeck": ModelSpec("mlp", hidden=(256,), activation="relu", notes="Lubeck WDL network (hidden 256 by default)"),
 }

@@ -157,8 +157,9 @@ def _same_run(a: dict, b: dict) -> bool:
     return {k: v for k, v in a.items() if k not in loose} == {k: v for k, v in b.items() if k not in loose}
 
 
-def evaluate(model: nn.Module, batches: ParquetBatches, encoder, device, classes: int, cp_per_unit: float,
-             amp: bool) -> dict:
+def evaluate(
+    model: nn.Module, batches: ParquetBatches, encoder, device, classes: int, cp_per_unit: float, amp: bool
+) -> dict:
     """Loss and the metrics of a split: accuracy, confusion matrix, per-class accuracy (classes),
     or MSE, MAE and cp MAE (regression)."""
     model.eval()
@@ -224,8 +225,9 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
     cfg = dataclasses.replace(cfg, store=str(store))  # the checkpoint records the store used
     folder = dataset_dir(Store(store), cfg.dataset)
     if not (folder / "train.parquet").exists():
-        raise FileNotFoundError(f"{folder}/train.parquet not found: materialise the dataset first "
-                                f"(chess-pipeline datasets {cfg.dataset})")
+        raise FileNotFoundError(
+            f"{folder}/train.parquet not found: materialise the dataset first (chess-pipeline datasets {cfg.dataset})"
+        )
     # The files this run reads (once), and how their rows are oriented (players need it).
     source = {"name": cfg.dataset, "splits": lineage(folder), "pov": rows_pov(folder / "train.parquet")}
     loader = LoaderConfig(batch_size=cfg.batch_size, shuffle_buffer=cfg.shuffle_buffer)
@@ -247,8 +249,9 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
     config["hidden"] = list(cfg.hidden)
     history: list[dict] = []
     start_epoch, best_loss, best_state, bad = 0, float("inf"), None, 0
-    result = TrainResult(ckpt_path, device=str(device),
-                         rows={"train": train_b.rows, "val": val_b.rows, "test": test_b.rows})
+    result = TrainResult(
+        ckpt_path, device=str(device), rows={"train": train_b.rows, "val": val_b.rows, "test": test_b.rows}
+    )
     if ckpt_path.exists():
         ck = torch.load(ckpt_path, map_location=device, weights_only=False)
         if _same_run(ck["config"], config) and ck["encoder"] == {"name": encoder.name, "version": encoder.version}:
@@ -290,24 +293,32 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
         train_seconds += time.monotonic() - e0
         seen += n
         if not np.isfinite(loss_sum):
-            raise FloatingPointError(f"training diverged in epoch {epoch} (loss {loss_sum / max(n, 1)}): "
-                                     f"try a lower learning rate than {lr:g}")
+            raise FloatingPointError(
+                f"training diverged in epoch {epoch} (loss {loss_sum / max(n, 1)}): "
+                f"try a lower learning rate than {lr:g}"
+            )
         val = evaluate(model, val_b, encoder, device, classes, cp_unit, cfg.amp)
-        row = {"epoch": epoch, "train_loss": loss_sum / max(n, 1), "val_loss": val.get("loss"),
-               "val_accuracy": val.get("accuracy"), "val_mse": val.get("mse"),
-               "positions_per_second": n / max(time.monotonic() - e0, 1e-9)}
+        row = {
+            "epoch": epoch,
+            "train_loss": loss_sum / max(n, 1),
+            "val_loss": val.get("loss"),
+            "val_accuracy": val.get("accuracy"),
+            "val_mse": val.get("mse"),
+            "positions_per_second": n / max(time.monotonic() - e0, 1e-9),
+        }
         history.append(row)
-        log(f"epoch {epoch}: train loss {row['train_loss']:.4f}, val loss {row['val_loss']:.4f}"
+        log(
+            f"epoch {epoch}: train loss {row['train_loss']:.4f}, val loss {row['val_loss']:.4f}"
             + (f", val accuracy {row['val_accuracy']:.4f}" if classes else f", val mse {row['val_mse']:.5f}")
-            + f", {row['positions_per_second']:,.0f} positions/s")
+            + f", {row['positions_per_second']:,.0f} positions/s"
+        )
         if val.get("loss", float("inf")) < best_loss:
             best_loss, bad = val["loss"], 0
             best_state = copy.deepcopy(model.state_dict())
         else:
             bad += 1
         stopped_early = bad >= cfg.patience
-        _save(ckpt_path, model, opt, config, encoder, source, epoch, history, best_loss, best_state, bad,
-              stopped_early)
+        _save(ckpt_path, model, opt, config, encoder, source, epoch, history, best_loss, best_state, bad, stopped_early)
         result.epochs_run += 1
         if stopped_early:
             log(f"early stop: no better validation loss for {cfg.patience} epochs")
@@ -323,14 +334,21 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
     return result
 
 
-def _save(path: Path, model, opt, config, encoder, source, epoch, history, best_loss, best_state, bad,
-          stopped_early) -> None:
+def _save(
+    path: Path, model, opt, config, encoder, source, epoch, history, best_loss, best_state, bad, stopped_early
+) -> None:
     state = {
-        "model": model.state_dict(), "optimizer": opt.state_dict(), "config": config,
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "config": config,
         "encoder": {"name": encoder.name, "version": encoder.version},
         "dataset": source,
-        "epoch": epoch, "history": history, "best_val_loss": best_loss, "best_model": best_state,
-        "bad_epochs": bad, "stopped_early": stopped_early,
+        "epoch": epoch,
+        "history": history,
+        "best_val_loss": best_loss,
+        "best_model": best_state,
+        "bad_epochs": bad,
+        "stopped_early": stopped_early,
     }
     with atomic_path(path) as tmp:
         torch.save(state, tmp)
@@ -345,8 +363,9 @@ def load_model(path: Path, device: str = "cpu") -> tuple[nn.Module, dict]:
         preset = dataclasses.replace(preset, hidden=tuple(cfg["hidden"]))
     encoder = get_encoder(ck["encoder"]["name"])
     if encoder.version != ck["encoder"]["version"]:
-        raise ValueError(f"{path}: trained with {encoder.name} v{ck['encoder']['version']}, "
-                         f"this code has v{encoder.version}")
+        raise ValueError(
+            f"{path}: trained with {encoder.name} v{ck['encoder']['version']}, this code has v{encoder.version}"
+        )
     classes = DATASETS[cfg["dataset"]].classes
     model = build_model(preset, encoder.shape, classes or 1)
     model.load_state_dict(ck["best_model"] or ck["model"])
@@ -355,8 +374,9 @@ def load_model(path: Path, device: str = "cpu") -> tuple[nn.Module, dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m training.train", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m training.train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     choices = config_choices(TrainConfig)
     for f in dataclasses.fields(TrainConfig):
         default = f.default
@@ -365,15 +385,18 @@ def main(argv: list[str] | None = None) -> None:
         elif isinstance(default, bool):
             ap.add_argument(f"--{f.name.replace('_', '-')}", action=argparse.BooleanOptionalAction, default=default)
         else:
-            ap.add_argument(f"--{f.name.replace('_', '-')}", type=type(default), default=default,
-                            choices=choices.get(f.name))
+            ap.add_argument(
+                f"--{f.name.replace('_', '-')}", type=type(default), default=default, choices=choices.get(f.name)
+            )
     args = vars(ap.parse_args(argv))
     args["hidden"] = tuple(args["hidden"])
     r = train(TrainConfig(**args))
     test = r.test
-    summary = (f"test accuracy {test['accuracy']:.4f} (majority class {test['majority_class_accuracy']:.4f})"
-               if "accuracy" in test else f"test mse {test.get('mse', float('nan')):.5f}, cp mae "
-                                          f"{test.get('cp_mae', float('nan')):.1f}")
+    summary = (
+        f"test accuracy {test['accuracy']:.4f} (majority class {test['majority_class_accuracy']:.4f})"
+        if "accuracy" in test
+        else f"test mse {test.get('mse', float('nan')):.5f}, cp mae {test.get('cp_mae', float('nan')):.1f}"
+    )
     print(f"{summary} on {test.get('rows', 0):,} positions; checkpoint {r.checkpoint}")
 
 

@@ -51,8 +51,12 @@ def test_dagster_refuses_a_misspelled_config_choice_naming_the_valid_values(asse
     key = asset.key.to_user_string()
     resources = {"store": StoreResource(root=str(tmp_path / "store")), "stockfish": StockfishResource()}
     with pytest.raises(dg.DagsterInvalidConfigError) as e:
-        dg.materialize([asset], instance=dg.DagsterInstance.ephemeral(), resources=resources,
-                       run_config={"ops": {key: {"config": {name: bad}}}})
+        dg.materialize(
+            [asset],
+            instance=dg.DagsterInstance.ephemeral(),
+            resources=resources,
+            run_config={"ops": {key: {"config": {name: bad}}}},
+        )
     message = str(e.value)
     assert f"{key}:config:{name}" in message and bad in message
     assert all(repr(v) in message for v in get_args(choice))  # "not in enum type Literal['a', 'b'] got x"
@@ -83,12 +87,18 @@ def _option(command: str, flag: str):
     return sub.choices[command]._option_string_actions[flag]
 
 
-@pytest.mark.parametrize("command,flag,choice,bad", [
-    ("label", "--order", Order, "olds"), ("datasets", "--split-by", SplitBy, "gmae"),
-    ("train", "--profile", Profile, "ful"), ("train", "--device", Device, "gpu"),
-])
-def test_the_cli_refuses_a_misspelled_choice_naming_the_valid_values(command, flag, choice, bad, tmp_path, capsys,
-                                                                     monkeypatch):
+@pytest.mark.parametrize(
+    "command,flag,choice,bad",
+    [
+        ("label", "--order", Order, "olds"),
+        ("datasets", "--split-by", SplitBy, "gmae"),
+        ("train", "--profile", Profile, "ful"),
+        ("train", "--device", Device, "gpu"),
+    ],
+)
+def test_the_cli_refuses_a_misspelled_choice_naming_the_valid_values(
+    command, flag, choice, bad, tmp_path, capsys, monkeypatch
+):
     assert tuple(_option(command, flag).choices) == get_args(choice)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
     with pytest.raises(SystemExit) as e:

@@ -15,9 +15,13 @@ def test_dataset_assets_write_splits_report_them_and_pass_their_checks(instance,
     store = labelled_store(tmp_path, RATED_GAMES, stockfish)
     names = ["sabatelli_3class", "lubeck_wdl"]
     split = {"seed": 0, "val_fraction": 0.0, "test_fraction": 0.5}
-    result = dg.materialize(dataset_assets, selection=names, instance=instance,
-                            resources={"store": StoreResource(root=str(store.root))},
-                            run_config={"ops": {n: {"config": split} for n in names}})
+    result = dg.materialize(
+        dataset_assets,
+        selection=names,
+        instance=instance,
+        resources={"store": StoreResource(root=str(store.root))},
+        run_config={"ops": {n: {"config": split} for n in names}},
+    )
     assert result.success
     checks = {(c.asset_key.to_user_string(), c.check_name): c for c in result.get_asset_check_evaluations()}
     for mat in result.get_asset_materialization_events():
@@ -33,10 +37,13 @@ def test_dataset_assets_write_splits_report_them_and_pass_their_checks(instance,
     create_views(store)
     with connect(store) as con:
         got = dict(con.sql("SELECT dataset, count(*) FROM datasets GROUP BY 1").fetchall())
-        shared = con.sql("SELECT count(*) FROM datasets a JOIN datasets b USING (dataset, position_key) "
-                         "WHERE a.split = 'train' AND b.split = 'test'").fetchall()[0][0]
-    assert got == {n: sum(pq.read_metadata(dataset_dir(store, n) / f"{s}.parquet").num_rows for s in SPLITS)
-                   for n in names}
+        shared = con.sql(
+            "SELECT count(*) FROM datasets a JOIN datasets b USING (dataset, position_key) "
+            "WHERE a.split = 'train' AND b.split = 'test'"
+        ).fetchall()[0][0]
+    assert got == {
+        n: sum(pq.read_metadata(dataset_dir(store, n) / f"{s}.parquet").num_rows for s in SPLITS) for n in names
+    }
     assert shared == 0
 
 
@@ -46,9 +53,13 @@ def test_a_set_with_no_candidates_reports_no_coverage_and_why(instance, tmp_path
 
     store = Store(tmp_path / "store").ensure()
     add_pgn(store, tmp_path, "games.pgn", RATED_GAMES)  # no game has both players over 3000
-    result = dg.materialize(dataset_assets, selection=["sabatelli_3class"], instance=instance,
-                            resources={"store": StoreResource(root=str(store.root))},
-                            run_config={"ops": {"sabatelli_3class": {"config": {"min_elo": 3000}}}})
+    result = dg.materialize(
+        dataset_assets,
+        selection=["sabatelli_3class"],
+        instance=instance,
+        resources={"store": StoreResource(root=str(store.root))},
+        run_config={"ops": {"sabatelli_3class": {"config": {"min_elo": 3000}}}},
+    )
     assert result.success
     meta = result.get_asset_materialization_events()[0].materialization.metadata
     assert meta["candidates"].value == 0 and meta["rows"].value == 0

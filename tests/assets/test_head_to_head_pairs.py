@@ -15,11 +15,14 @@ def test_the_default_pairs_name_only_the_assets_dependencies():
     assert {m for pair in HeadToHeadConfig().pairs for m in pair} <= deps
 
 
-@pytest.mark.parametrize("pairs, expect", [
-    ([["mlp_bitmap_3class", "cnn_bitmap_3class"]], "cnn_bitmap_3class: not a model eval_head_to_head depends on"),
-    ([["mlp_bitmap_3class"]], "two different models"),
-    ([["mlp_bitmap_3class", "mlp_bitmap_3class"]], "two different models"),
-])
+@pytest.mark.parametrize(
+    "pairs, expect",
+    [
+        ([["mlp_bitmap_3class", "cnn_bitmap_3class"]], "cnn_bitmap_3class: not a model eval_head_to_head depends on"),
+        ([["mlp_bitmap_3class"]], "two different models"),
+        ([["mlp_bitmap_3class", "mlp_bitmap_3class"]], "two different models"),
+    ],
+)
 def test_pairs_naming_other_models_are_refused_with_the_valid_names(pairs, expect):
     with pytest.raises(ValidationError) as e:
         HeadToHeadConfig(pairs=pairs)
@@ -29,9 +32,12 @@ def test_pairs_naming_other_models_are_refused_with_the_valid_names(pairs, expec
 def test_a_run_with_such_a_pair_fails_before_it_plays(tmp_path):
     with dg.instance_for_test() as instance:
         result = dg.materialize(
-            [eval_head_to_head], instance=instance, raise_on_error=False,
+            [eval_head_to_head],
+            instance=instance,
+            raise_on_error=False,
             resources={"store": StoreResource(root=str(tmp_path / "store"))},
-            run_config={"ops": {"eval_head_to_head": {"config": {"pairs": [["mlp_bitmap_3class", "lubeck_wdl_mlp"]]}}}})
+            run_config={"ops": {"eval_head_to_head": {"config": {"pairs": [["mlp_bitmap_3class", "lubeck_wdl_mlp"]]}}}},
+        )
     assert not result.success
     [failure] = [e for e in result.all_events if e.is_step_failure]
     error, messages = failure.step_failure_data.error, []

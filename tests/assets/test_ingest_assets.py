@@ -25,8 +25,13 @@ def store(tmp_path):
 
 def _materialize(instance, store, key, **kw):
     instance.add_dynamic_partitions(archives_partitions.name, [key])
-    return dg.materialize([archive_tables], partition_key=key, instance=instance,
-                          resources={"store": StoreResource(root=str(store.root))}, **kw)
+    return dg.materialize(
+        [archive_tables],
+        partition_key=key,
+        instance=instance,
+        resources={"store": StoreResource(root=str(store.root))},
+        **kw,
+    )
 
 
 def _digest(path):
@@ -39,8 +44,11 @@ def test_materialize_partition_reconciles_and_is_reproducible(instance, store, f
     assert result.success
     checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
     assert checks["reconciles_with_file"].passed and checks["one_position_per_ply"].passed
-    games_meta = next(m.metadata for m in result.asset_materializations_for_node("archive_tables")
-                      if m.asset_key == dg.AssetKey("games"))
+    games_meta = next(
+        m.metadata
+        for m in result.asset_materializations_for_node("archive_tables")
+        if m.asset_key == dg.AssetKey("games")
+    )
     for chart in ("game_lengths", "ratings"):
         assert games_meta[chart].value.startswith("![") and "data:image/png;base64," in games_meta[chart].value
     # The ratings chart counts each player once, by name, as python-chess reads the headers
@@ -61,14 +69,17 @@ def test_materialize_partition_reconciles_and_is_reproducible(instance, store, f
     dg.materialize([duckdb_views], instance=instance, resources={"store": StoreResource(root=str(store.root))})
     with duckdb.connect(str(store.duckdb_path), read_only=True) as con:
         assert con.sql("SELECT games, rejected, plies, positions FROM archive_summary").fetchall() == [
-            (2229, 0, 166803, 166803 + 2229)]
+            (2229, 0, 166803, 166803 + 2229)
+        ]
         # The FICS game whose Result tag disagrees with its movetext is kept and flagged.
         row = con.sql("SELECT result, result_movetext, outcome FROM games WHERE result_mismatch").fetchall()
         assert row == [("1/2-1/2", "0-1", "0-1")]
         assert con.sql("SELECT DISTINCT source FROM games").fetchall() == [("fics",)]
     # Re-materialising gives byte-identical files, whatever the number of workers (the first
     # run used one per core, this one parses in the run's own process).
-    assert _materialize(instance, store, key, run_config={"ops": {"archive_tables": {"config": {"workers": 1}}}}).success
+    assert _materialize(
+        instance, store, key, run_config={"ops": {"archive_tables": {"config": {"workers": 1}}}}
+    ).success
     assert {t: _digest(p) for t, p in files.items()} == first
 
 
@@ -106,14 +117,16 @@ def test_sensor_adds_new_archive_as_partition_and_requests_its_run(instance, sto
     again = archives_sensor(ctx)
     assert not again.run_requests and not again.dynamic_partitions_requests
     # The requested run ingests the partition.
-    assert dg.materialize([archive_tables], partition_key="new-month.pgn.zst", instance=instance,
-                          resources=resources).success
+    assert dg.materialize(
+        [archive_tables], partition_key="new-month.pgn.zst", instance=instance, resources=resources
+    ).success
     assert store.partition_file("games", "new-month.pgn.zst").exists()
 
 
 def _tick(instance, store, cursor=None):
-    ctx = dg.build_sensor_context(instance=instance, resources={"store": StoreResource(root=str(store.root))},
-                                  cursor=cursor)
+    ctx = dg.build_sensor_context(
+        instance=instance, resources={"store": StoreResource(root=str(store.root))}, cursor=cursor
+    )
     result = archives_sensor(ctx)
     for req in result.dynamic_partitions_requests:
         instance.add_dynamic_partitions(archives_partitions.name, list(req.partition_keys))

@@ -13,17 +13,20 @@ from tests.pipeline.test_hostile_archives import BOM, _game, _unclosed_archive
 
 def _materialize(instance, store, key):
     instance.add_dynamic_partitions(archives_partitions.name, [key])
-    return dg.materialize([archive_tables], partition_key=key, instance=instance,
-                          resources={"store": StoreResource(root=str(store.root))})
+    return dg.materialize(
+        [archive_tables], partition_key=key, instance=instance, resources={"store": StoreResource(root=str(store.root))}
+    )
 
 
 def _games_metadata(result):
-    return next(m.metadata for m in result.asset_materializations_for_node("archive_tables")
-                if m.asset_key == dg.AssetKey("games"))
+    return next(
+        m.metadata
+        for m in result.asset_materializations_for_node("archive_tables")
+        if m.asset_key == dg.AssetKey("games")
+    )
 
 
-def test_games_lost_in_an_unclosed_comment_are_logged_and_fail_the_reconciliation_as_a_warning(
-        instance, tmp_path):
+def test_games_lost_in_an_unclosed_comment_are_logged_and_fail_the_reconciliation_as_a_warning(instance, tmp_path):
     text, facts = _unclosed_archive()
     path = tmp_path / "unclosed.pgn"
     path.write_text(text)
@@ -63,8 +66,13 @@ def test_a_truncated_bz2_fails_the_run_with_the_one_clear_line_the_cli_prints(in
     store = Store(tmp_path / "store").ensure()
     key = store.add_archive(path)
     instance.add_dynamic_partitions(archives_partitions.name, [key])
-    result = dg.materialize([archive_tables], partition_key=key, instance=instance, raise_on_error=False,
-                            resources={"store": StoreResource(root=str(store.root))})
+    result = dg.materialize(
+        [archive_tables],
+        partition_key=key,
+        instance=instance,
+        raise_on_error=False,
+        resources={"store": StoreResource(root=str(store.root))},
+    )
     assert not result.success
     message = failure_message(result)
     assert message.startswith("cut.pgn.bz2: bzip2 stream is truncated") and "download or copy it again" in message

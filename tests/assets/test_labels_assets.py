@@ -1,6 +1,6 @@
 """The labels asset, its checks and the nightly re-labelling schedule, in a real Dagster instance."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import dagster as dg
 import pytest
@@ -12,8 +12,10 @@ from pipeline.duck import memory_connection
 from pipeline.ingest import IngestConfig, ingest_archive
 from pipeline.store import Store
 
-GAMES = ('[Event "x"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bb5 a6 4. Ba4 Nf6 *\n\n'
-         '[Event "y"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bc4 Bc5 4. c3 Nf6 *\n')
+GAMES = (
+    '[Event "x"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bb5 a6 4. Ba4 Nf6 *\n\n'
+    '[Event "y"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bc4 Bc5 4. c3 Nf6 *\n'
+)
 DISTINCT = 13  # 18 position rows; the first five (start to 2...Nc6) are shared
 
 
@@ -28,9 +30,12 @@ def store(tmp_path):
 
 
 def _run(instance, store, **config):
-    result = dg.materialize([labels], instance=instance, run_config={"ops": {"labels": {"config": config}}},
-                            resources={"store": StoreResource(root=str(store.root)),
-                                       "stockfish": StockfishResource(workers=2)})
+    result = dg.materialize(
+        [labels],
+        instance=instance,
+        run_config={"ops": {"labels": {"config": config}}},
+        resources={"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(workers=2)},
+    )
     assert result.success
     meta = {k: v.value for k, v in result.get_asset_materialization_events()[0].materialization.metadata.items()}
     checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
@@ -57,22 +62,30 @@ def test_labels_asset_bounded_then_complete_then_nothing_to_do(instance, store, 
 def test_nightly_schedule_tick_launches_a_relabel_run_that_works(instance, store, stockfish, monkeypatch):
     _run(instance, store)
     monkeypatch.setenv("CHESS_PIPELINE_HOME", str(store.root))
-    defs = build_defs({"CHESS_PIPELINE_RELABEL_DEPTH": "9", "CHESS_PIPELINE_RELABEL_POSITIONS": "5",
-                       "CHESS_PIPELINE_RELABEL_TZ": "UTC"})
+    defs = build_defs(
+        {
+            "CHESS_PIPELINE_RELABEL_DEPTH": "9",
+            "CHESS_PIPELINE_RELABEL_POSITIONS": "5",
+            "CHESS_PIPELINE_RELABEL_TZ": "UTC",
+        }
+    )
     schedule = defs.resolve_schedule_def("nightly_relabel")
-    tick = datetime(2026, 11, 26, 2, 0, tzinfo=timezone.utc)
+    tick = datetime(2026, 11, 26, 2, 0, tzinfo=UTC)
     requests = schedule.evaluate_tick(dg.build_schedule_context(instance=instance, scheduled_execution_time=tick))
     (request,) = requests.run_requests
-    result = defs.resolve_job_def(schedule.job_name).execute_in_process(run_config=request.run_config,
-                                                                        instance=instance)
+    result = defs.resolve_job_def(schedule.job_name).execute_in_process(
+        run_config=request.run_config, instance=instance
+    )
     assert result.success
     with memory_connection(store) as con:
         rows = con.sql("SELECT limit_value, count(*) FROM labels GROUP BY 1 ORDER BY 1").fetchall()
     assert rows == [(8, DISTINCT), (9, 5)]
 
 
-ARCHIVE_B = ('[Event "b1"]\n[Result "*"]\n\n1. d4 d5 2. c4 e6 3. Nc3 Nf6 *\n\n'
-             '[Event "b2"]\n[Result "*"]\n\n1. e4 c5 2. Nf3 d6 *\n')
+ARCHIVE_B = (
+    '[Event "b1"]\n[Result "*"]\n\n1. d4 d5 2. c4 e6 3. Nc3 Nf6 *\n\n'
+    '[Event "b2"]\n[Result "*"]\n\n1. e4 c5 2. Nf3 d6 *\n'
+)
 
 
 def _epds(text: str) -> set[str]:
@@ -109,8 +122,12 @@ def test_labels_automation_labels_only_the_new_archive_within_a_budget(instance,
         path.write_text(text)
         key = st.add_archive(path)
         instance.add_dynamic_partitions(archives_partitions.name, [key])
-        assert dg.materialize([archive_tables], partition_key=key, instance=instance,
-                              resources={"store": StoreResource(root=str(st.root))}).success
+        assert dg.materialize(
+            [archive_tables],
+            partition_key=key,
+            instance=instance,
+            resources={"store": StoreResource(root=str(st.root))},
+        ).success
         return key
 
     def tick(cursor):
@@ -124,8 +141,7 @@ def test_labels_automation_labels_only_the_new_archive_within_a_budget(instance,
     (request,) = second.run_requests
     config = request.run_config["ops"]["labels"]["config"]
     assert config["archives"] == [key] and config["max_minutes"] == 5.0
-    result = defs.resolve_job_def(sensor.job_name).execute_in_process(run_config=request.run_config,
-                                                                     instance=instance)
+    result = defs.resolve_job_def(sensor.job_name).execute_in_process(run_config=request.run_config, instance=instance)
     assert result.success
     with memory_connection(st) as con:
         fens = [r[0] for r in con.sql("SELECT fen FROM labels").fetchall()]
@@ -148,9 +164,9 @@ def test_labels_automation_settings_are_checked_with_the_valid_values_in_the_mes
 
     assert auto_label_settings({}) == {"enabled": True, "minutes": 10.0, "positions": 0}
     assert auto_label_settings({"CHESS_PIPELINE_AUTO_LABEL": "OFF"})["enabled"] is False
-    assert auto_label_settings({"CHESS_PIPELINE_AUTO_LABEL_MINUTES": "0",
-                                "CHESS_PIPELINE_AUTO_LABEL_POSITIONS": "500"}) == {
-        "enabled": True, "minutes": 0.0, "positions": 500}
+    assert auto_label_settings(
+        {"CHESS_PIPELINE_AUTO_LABEL_MINUTES": "0", "CHESS_PIPELINE_AUTO_LABEL_POSITIONS": "500"}
+    ) == {"enabled": True, "minutes": 0.0, "positions": 500}
     with pytest.raises(ValueError, match="must be one of on, 1, true, yes, off"):
         auto_label_settings({"CHESS_PIPELINE_AUTO_LABEL": "sometimes"})
     with pytest.raises(ValueError, match="CHESS_PIPELINE_AUTO_LABEL_MINUTES must be a number"):
@@ -166,10 +182,13 @@ def test_progress_file_and_log_count_the_positions_asked_for(instance, store, st
     from assets.labels import PROGRESS_TAG
 
     progress = tmp_path / "progress.json"
-    result = dg.materialize([labels], instance=instance, tags={PROGRESS_TAG: str(progress)},
-                            run_config={"ops": {"labels": {"config": {"max_positions": 4}}}},
-                            resources={"store": StoreResource(root=str(store.root)),
-                                       "stockfish": StockfishResource(workers=1)})
+    result = dg.materialize(
+        [labels],
+        instance=instance,
+        tags={PROGRESS_TAG: str(progress)},
+        run_config={"ops": {"labels": {"config": {"max_positions": 4}}}},
+        resources={"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(workers=1)},
+    )
     assert result.success
     assert json.loads(progress.read_text()) == {"done": 4, "failed": 0, "total": 4}
     logs = [e.user_message for e in instance.all_logs(result.run_id) if " of " in (e.user_message or "")]
@@ -177,9 +196,15 @@ def test_progress_file_and_log_count_the_positions_asked_for(instance, store, st
 
 
 def test_a_hash_kept_run_reports_its_own_setting_not_the_reproducible_one(instance, store, stockfish):
-    result = dg.materialize([labels], instance=instance, run_config={"ops": {"labels": {"config": {}}}},
-                            resources={"store": StoreResource(root=str(store.root)),
-                                       "stockfish": StockfishResource(workers=1, clear_hash=False)})
+    result = dg.materialize(
+        [labels],
+        instance=instance,
+        run_config={"ops": {"labels": {"config": {}}}},
+        resources={
+            "store": StoreResource(root=str(store.root)),
+            "stockfish": StockfishResource(workers=1, clear_hash=False),
+        },
+    )
     assert result.success
     meta = result.get_asset_materialization_events()[0].materialization.metadata
     assert meta["path"].value.endswith("_hash-kept")

@@ -14,10 +14,20 @@ def test_model_asset_trains_reports_and_lands_in_model_metrics(instance, tmp_pat
     store = labelled_store(tmp_path, first_games(fics_2022, 24, tmp_path / "src.pgn"), stockfish)
     resources = {"store": StoreResource(root=str(store.root))}
     split = {"seed": 0, "val_fraction": 0.2, "test_fraction": 0.2}
-    assert dg.materialize(dataset_assets, selection=["sabatelli_3class"], instance=instance, resources=resources,
-                          run_config={"ops": {"sabatelli_3class": {"config": {**split, "min_elo": 1500}}}}).success
-    result = dg.materialize(model_assets, selection=["mlp_bitmap_3class"], instance=instance, resources=resources,
-                            run_config={"ops": {"mlp_bitmap_3class": {"config": {"epochs": 2}}}})
+    assert dg.materialize(
+        dataset_assets,
+        selection=["sabatelli_3class"],
+        instance=instance,
+        resources=resources,
+        run_config={"ops": {"sabatelli_3class": {"config": {**split, "min_elo": 1500}}}},
+    ).success
+    result = dg.materialize(
+        model_assets,
+        selection=["mlp_bitmap_3class"],
+        instance=instance,
+        resources=resources,
+        run_config={"ops": {"mlp_bitmap_3class": {"config": {"epochs": 2}}}},
+    )
     assert result.success
     mat = result.get_asset_materialization_events()[0].materialization
     meta = {k: v.value for k, v in mat.metadata.items()}
@@ -28,8 +38,11 @@ def test_model_asset_trains_reports_and_lands_in_model_metrics(instance, tmp_pat
     assert result.run_id in meta["checkpoint"] and ck["dataset"]["name"] == "sabatelli_3class"
     create_views(store)
     with connect(store) as con:
-        got = dict(con.sql("SELECT metric, value FROM model_metrics WHERE split = 'test' AND model = "
-                           "'mlp_bitmap_3class'").fetchall())
+        got = dict(
+            con.sql(
+                "SELECT metric, value FROM model_metrics WHERE split = 'test' AND model = 'mlp_bitmap_3class'"
+            ).fetchall()
+        )
     assert abs(got["accuracy"] - meta["test_accuracy"]) < 1e-4 and got["rows"] == meta["rows_test"]
 
 
@@ -42,12 +55,15 @@ def test_a_model_on_an_empty_dataset_fails_saying_why_before_training(instance, 
     store = Store(tmp_path / "store").ensure()
     add_pgn(store, tmp_path, "games.pgn", RATED_GAMES)  # ingested, never labelled
     resources = {"store": StoreResource(root=str(store.root))}
-    assert dg.materialize(dataset_assets, selection=["sabatelli_3class"], instance=instance,
-                          resources=resources).success
-    result = dg.materialize(model_assets, selection=["mlp_bitmap_3class"], instance=instance, resources=resources,
-                            raise_on_error=False)
+    assert dg.materialize(
+        dataset_assets, selection=["sabatelli_3class"], instance=instance, resources=resources
+    ).success
+    result = dg.materialize(
+        model_assets, selection=["mlp_bitmap_3class"], instance=instance, resources=resources, raise_on_error=False
+    )
     assert not result.success
     assert failure_message(result) == (
         "ValueError: sabatelli_3class has no rows: the store has no labels yet; its 47 candidate positions need "
-        "depth-8 labels (run `chess-pipeline label --depth 8`)")
+        "depth-8 labels (run `chess-pipeline label --depth 8`)"
+    )
     assert not (store.root / "models" / "mlp_bitmap_3class").exists()

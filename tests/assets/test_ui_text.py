@@ -21,10 +21,16 @@ def raw_tags(text: str) -> list[str]:
     return TAG.findall(CODE_SPAN.sub("", text or ""))
 
 
-@pytest.mark.parametrize("text,tags", [
-    ("files datasets/x/<split>.parquet", ["<s"]), ("`<home>/suites`", []), ("|cp| < 30000", []),
-    ("under `labels/<engine>_<limit>/`, then <b>bold</b>", ["<b", "</"]), ("a &lt;split&gt;", []),
-])
+@pytest.mark.parametrize(
+    "text,tags",
+    [
+        ("files datasets/x/<split>.parquet", ["<s"]),
+        ("`<home>/suites`", []),
+        ("|cp| < 30000", []),
+        ("under `labels/<engine>_<limit>/`, then <b>bold</b>", ["<b", "</"]),
+        ("a &lt;split&gt;", []),
+    ],
+)
 def test_raw_tags_finds_what_a_markdown_renderer_would_swallow(text, tags):
     assert raw_tags(text) == tags
 
@@ -62,9 +68,17 @@ def test_every_config_and_resource_field_has_a_description(defs):
     fields = list(config_fields(defs))
     # Labels, datasets, training, evaluation, ingest; the store and Stockfish resources.
     where = {w.split(" (")[0] for w, _, _ in fields}
-    assert {"asset op labels", "asset op sabatelli_3class", "asset op mlp_bitmap_3class",
-            "asset op eval_suites_mlp_bitmap_3class", "asset op eval_matches_mlp_bitmap_3class",
-            "asset op eval_head_to_head", "asset op archive_tables", "resource store", "resource stockfish"} <= where
+    assert {
+        "asset op labels",
+        "asset op sabatelli_3class",
+        "asset op mlp_bitmap_3class",
+        "asset op eval_suites_mlp_bitmap_3class",
+        "asset op eval_matches_mlp_bitmap_3class",
+        "asset op eval_head_to_head",
+        "asset op archive_tables",
+        "resource store",
+        "resource stockfish",
+    } <= where
     missing = sorted({n for _, n, d in fields if not (d or "").strip()})
     assert not missing, f"config fields with no description (in {len(fields)} op and resource fields): {missing}"
 

@@ -8,8 +8,17 @@ from typing import get_args
 import duckdb
 import pytest
 
-from pipeline.datasets import (DATASETS, Pov, SplitBy, SplitConfig, TargetKind, _sql, build_dataset,
-                               dataset_values, sql_params)
+from pipeline.datasets import (
+    DATASETS,
+    Pov,
+    SplitBy,
+    SplitConfig,
+    TargetKind,
+    _sql,
+    build_dataset,
+    dataset_values,
+    sql_params,
+)
 from pipeline.duck import memory_connection
 from pipeline.engine import LIMIT_KINDS, Limit, LimitKind
 from pipeline.labels import ORDERS, LabelRun, Order
@@ -35,10 +44,13 @@ def test_the_choice_types_hold_the_values_the_code_and_sql_branch_on():
     assert DATASETS["sabatelli_regression"].defaults["target_kind"] in get_args(TargetKind)
 
 
-@pytest.mark.parametrize("name,param,bad,valid", [
-    *((n, "pov", "whtie", get_args(Pov)) for n in SABATELLI),
-    ("sabatelli_regression", "target_kind", "winprob", get_args(TargetKind)),
-])
+@pytest.mark.parametrize(
+    "name,param,bad,valid",
+    [
+        *((n, "pov", "whtie", get_args(Pov)) for n in SABATELLI),
+        ("sabatelli_regression", "target_kind", "winprob", get_args(TargetKind)),
+    ],
+)
 def test_dataset_values_refuse_a_misspelled_choice_naming_the_valid_values(name, param, bad, valid):
     with pytest.raises(ValueError) as e:
         dataset_values(name, {param: bad})
@@ -80,11 +92,14 @@ def test_the_sabatelli_macro_raises_on_an_unknown_pov(stores, which):
     with memory_connection(stores[which]) as con:
         for pov in get_args(Pov):  # the valid ones run
             con.execute("SELECT count(*) FROM sabatelli_positions(0, 'depth', 8, '', ?)", [pov]).fetchall()
-        for query in ("SELECT * FROM sabatelli_positions(0, 'depth', 8, '', ?)",
-                      "SELECT count(*) FROM sabatelli_positions(0, 'depth', 8, '', ?)",
-                      "SELECT game_id FROM sabatelli_positions(0, 'depth', 8, '', ?)"):
-            with pytest.raises(duckdb.InvalidInputException,
-                               match="pov must be one of side_to_move, white; got 'whtie'"):
+        for query in (
+            "SELECT * FROM sabatelli_positions(0, 'depth', 8, '', ?)",
+            "SELECT count(*) FROM sabatelli_positions(0, 'depth', 8, '', ?)",
+            "SELECT game_id FROM sabatelli_positions(0, 'depth', 8, '', ?)",
+        ):
+            with pytest.raises(
+                duckdb.InvalidInputException, match="pov must be one of side_to_move, white; got 'whtie'"
+            ):
                 con.execute(query, ["whtie"]).fetchall()
 
 
@@ -102,6 +117,7 @@ def test_every_sabatelli_sql_raises_on_an_unknown_choice_bound_past_python(store
             for kind in get_args(TargetKind):
                 con.execute(f"SELECT * FROM ({sql})", sql_params(sql, {**values, "target_kind": kind})).fetchall()
             for query in (f"SELECT * FROM ({sql})", f"SELECT count(*) FROM ({sql})"):
-                with pytest.raises(duckdb.InvalidInputException,
-                                   match="target_kind must be one of linear, win_prob; got 'winprob'"):
+                with pytest.raises(
+                    duckdb.InvalidInputException, match="target_kind must be one of linear, win_prob; got 'winprob'"
+                ):
                     con.execute(query, sql_params(sql, {**values, "target_kind": "winprob"})).fetchall()

@@ -16,11 +16,31 @@ from tests.stores import labelled_store
 # region, which splits into 7 [-150,-100), 8 [-100,-50), 9 [-50,0), 10 [0,50), 11 [50,100),
 # 12 [100,150]; wins are 13..19.
 EDGES = [
-    (-32000, 0, 0, 0), (-751, 0, 0, 0), (-750, 0, 1, 1), (-651, 0, 1, 1), (-650, 0, 2, 2),
-    (-251, 0, 5, 5), (-250, 0, 6, 6), (-151, 0, 6, 6), (-150, 1, 7, 7), (-101, 1, 7, 7),
-    (-100, 1, 7, 8), (-51, 1, 7, 8), (-50, 1, 7, 9), (-1, 1, 7, 9), (0, 1, 7, 10), (49, 1, 7, 10),
-    (50, 1, 7, 11), (100, 1, 7, 12), (150, 1, 7, 12), (151, 2, 8, 13), (250, 2, 8, 13),
-    (251, 2, 9, 14), (750, 2, 13, 18), (751, 2, 14, 19), (31999, 2, 14, 19),
+    (-32000, 0, 0, 0),
+    (-751, 0, 0, 0),
+    (-750, 0, 1, 1),
+    (-651, 0, 1, 1),
+    (-650, 0, 2, 2),
+    (-251, 0, 5, 5),
+    (-250, 0, 6, 6),
+    (-151, 0, 6, 6),
+    (-150, 1, 7, 7),
+    (-101, 1, 7, 7),
+    (-100, 1, 7, 8),
+    (-51, 1, 7, 8),
+    (-50, 1, 7, 9),
+    (-1, 1, 7, 9),
+    (0, 1, 7, 10),
+    (49, 1, 7, 10),
+    (50, 1, 7, 11),
+    (100, 1, 7, 12),
+    (150, 1, 7, 12),
+    (151, 2, 8, 13),
+    (250, 2, 8, 13),
+    (251, 2, 9, 14),
+    (750, 2, 13, 18),
+    (751, 2, 14, 19),
+    (31999, 2, 14, 19),
 ]
 
 
@@ -34,14 +54,16 @@ def macros():
 
 @pytest.mark.parametrize("cp,c3,c15,c20", EDGES)
 def test_sabatelli_class_edges(macros, cp, c3, c15, c20):
-    got = macros.execute("SELECT sabatelli_class3($cp), sabatelli_class15($cp), sabatelli_class20($cp)",
-                         {"cp": cp}).fetchall()[0]
+    got = macros.execute(
+        "SELECT sabatelli_class3($cp), sabatelli_class15($cp), sabatelli_class20($cp)", {"cp": cp}
+    ).fetchall()[0]
     assert got == (c3, c15, c20)
 
 
 def test_every_class_index_is_reachable(macros):
-    got = macros.execute("SELECT count(DISTINCT sabatelli_class15(c)), count(DISTINCT sabatelli_class20(c)) "
-                         "FROM range(-1000, 1001) t(c)").fetchall()[0]
+    got = macros.execute(
+        "SELECT count(DISTINCT sabatelli_class15(c)), count(DISTINCT sabatelli_class20(c)) FROM range(-1000, 1001) t(c)"
+    ).fetchall()[0]
     assert got == (15, 20)
 
 
@@ -62,8 +84,7 @@ def test_sabatelli_targets_follow_the_label_from_the_side_to_move(small_store):
     stats = build_dataset(small_store, "sabatelli_3class", split=SplitConfig(val_fraction=0.3, test_fraction=0.3))
     rows = [r for split in _rows(small_store, "sabatelli_3class").values() for r in split]
     with memory_connection(small_store) as con:
-        score = {(r[0], r[1]): r[2] for r in con.sql(
-            "SELECT position_key, side_to_move, score FROM labels").fetchall()}
+        score = {(r[0], r[1]): r[2] for r in con.sql("SELECT position_key, side_to_move, score FROM labels").fetchall()}
     # g3 has a player under 2000: out. g1 twice and g2 are in.
     assert {r["white_elo"] for r in rows} == {2300, 2100}
     assert stats.unlabelled == 0
@@ -95,9 +116,12 @@ def test_split_is_by_game_disjoint_by_position_and_deterministic(small_store):
     # Same seed, same rows; another seed, another split.
     again = build_dataset(small_store, "lubeck_wdl", split=cfg)
     assert again.rows == first.rows and _strip(_rows(small_store, "lubeck_wdl")) == _strip(rows)
-    assignments = {build_dataset(small_store, "lubeck_wdl", split=SplitConfig(seed=k, val_fraction=0.3,
-                                                                              test_fraction=0.3)).games.get("test", 0)
-                   for k in range(6)}
+    assignments = {
+        build_dataset(
+            small_store, "lubeck_wdl", split=SplitConfig(seed=k, val_fraction=0.3, test_fraction=0.3)
+        ).games.get("test", 0)
+        for k in range(6)
+    }
     assert len(assignments) > 1
 
 
@@ -106,8 +130,9 @@ def test_split_by_position_without_guard_is_the_thesis_split(small_store):
     stats = build_dataset(small_store, "lubeck_wdl", split=cfg)
     rows = _rows(small_store, "lubeck_wdl")
     with memory_connection(small_store) as con:
-        n = con.sql("SELECT count(*) FROM positions p JOIN games g USING (game_id) WHERE g.outcome IN "
-                    "('1-0', '0-1', '1/2-1/2')").fetchall()[0][0]
+        n = con.sql(
+            "SELECT count(*) FROM positions p JOIN games g USING (game_id) WHERE g.outcome IN ('1-0', '0-1', '1/2-1/2')"
+        ).fetchall()[0][0]
     # Every row is kept, games straddle splits, and the splits share positions (the start, at least).
     assert sum(len(r) for r in rows.values()) == n and sum(stats.removed.values()) == 0
     games = {s: {r["game_id"] for r in rs} for s, rs in rows.items()}
@@ -150,8 +175,9 @@ def test_hui_checkmate_takes_the_end_of_mated_games(small_store):
 
 def test_parameters_holding_quotes_and_semicolons_are_data(small_store):
     evil = "Stockfish'; DROP VIEW labels; --"
-    stats = build_dataset(small_store, "piece_values", {"label_engine": evil},
-                          SplitConfig(val_fraction=0, test_fraction=0))
+    stats = build_dataset(
+        small_store, "piece_values", {"label_engine": evil}, SplitConfig(val_fraction=0, test_fraction=0)
+    )
     assert stats.candidates > 0 and stats.unlabelled == stats.candidates  # no engine has that name
     with memory_connection(small_store) as con:
         assert con.sql("SELECT count(*) FROM labels").fetchall()[0][0] > 0
@@ -210,13 +236,15 @@ def test_a_set_without_labels_of_its_setting_names_the_settings_the_store_has(de
     stats = build_dataset(depth6_store, "sabatelli_3class")
     assert stats.candidates == SABATELLI_CANDIDATES and stats.unlabelled == SABATELLI_CANDIDATES
     assert sum(stats.rows.values()) == 0 and stats.label_coverage == 0.0
-    assert stats.empty_reason.startswith("no depth-8 labels for its 47 candidate positions; "
-                                         "the store has labels for depth 6 (47 of them)")
+    assert stats.empty_reason.startswith(
+        "no depth-8 labels for its 47 candidate positions; the store has labels for depth 6 (47 of them)"
+    )
     assert "`chess-pipeline label --depth 8`" in stats.empty_reason
     assert "`chess-pipeline datasets sabatelli_3class --label-depth 6`" in stats.empty_reason
     # ... and that setting builds it, every row's target from its depth-6 label.
-    stats = build_dataset(depth6_store, "sabatelli_3class", {"label_value": 6},
-                          SplitConfig(val_fraction=0, test_fraction=0))
+    stats = build_dataset(
+        depth6_store, "sabatelli_3class", {"label_value": 6}, SplitConfig(val_fraction=0, test_fraction=0)
+    )
     assert stats.rows["train"] == SABATELLI_CANDIDATES and stats.label_coverage == 1.0 and not stats.empty_reason
 
 
@@ -224,16 +252,20 @@ def test_an_engine_no_label_came_from_is_named_with_the_one_that_did(depth6_stor
     stats = build_dataset(depth6_store, "piece_values", {"label_value": 6, "label_engine": "Stockfish 99"})
     with memory_connection(depth6_store) as con:
         [(engine,)] = con.sql("SELECT DISTINCT engine FROM labels").fetchall()
-    assert stats.empty_reason.startswith(f"no depth-6 labels by Stockfish 99 for its {ALL_RATED_ROWS} candidate "
-                                         f"positions; the store has labels for depth 6 by {engine}")
+    assert stats.empty_reason.startswith(
+        f"no depth-6 labels by Stockfish 99 for its {ALL_RATED_ROWS} candidate "
+        f"positions; the store has labels for depth 6 by {engine}"
+    )
     assert f'--label-depth 6 --label-engine "{engine}"`' in stats.empty_reason
 
 
 def test_a_store_without_labels_says_to_label_it(unlabelled_store):
     stats = build_dataset(unlabelled_store, "sabatelli_15class", {"label_kind": "static"})
     assert stats.candidates == SABATELLI_CANDIDATES and sum(stats.rows.values()) == 0
-    assert stats.empty_reason == ("the store has no labels yet; its 47 candidate positions need static labels "
-                                  "(run `chess-pipeline label --static`)")
+    assert stats.empty_reason == (
+        "the store has no labels yet; its 47 candidate positions need static labels "
+        "(run `chess-pipeline label --static`)"
+    )
 
 
 def test_no_candidates_is_no_coverage_and_names_the_filter(unlabelled_store, tmp_path):
@@ -243,7 +275,8 @@ def test_no_candidates_is_no_coverage_and_names_the_filter(unlabelled_store, tmp
     assert stats.candidates == 0 and stats.label_coverage is None  # not 100% of nothing
     assert stats.empty_reason == (
         "none of the store's 4 games gives positions of games whose players are both rated over 3000, or of engine "
-        f"games (min_elo 0 would keep {ALL_RATED_ROWS} positions: set min_elo lower in the run config)")
+        f"games (min_elo 0 would keep {ALL_RATED_ROWS} positions: set min_elo lower in the run config)"
+    )
     stats = build_dataset(Store(tmp_path / "empty").ensure(), "lubeck_wdl")
     assert stats.candidates == 0 and stats.empty_reason.startswith("the store has no games")
 
@@ -274,15 +307,21 @@ def test_dataset_problem_says_what_keeps_training_from_starting(depth6_store):
     from pipeline.datasets import dataset_problem
 
     assert dataset_problem(depth6_store, "sabatelli_20class") == (
-        "sabatelli_20class is not built yet (run `chess-pipeline datasets sabatelli_20class`)")
+        "sabatelli_20class is not built yet (run `chess-pipeline datasets sabatelli_20class`)"
+    )
     build_dataset(depth6_store, "sabatelli_20class")
     problem = dataset_problem(depth6_store, "sabatelli_20class")
     assert problem.startswith("sabatelli_20class has no rows: no depth-8 labels for its 47 candidate positions")
     assert "--label-depth 6`" in problem
     build_dataset(depth6_store, "sabatelli_20class", {"label_value": 6}, SplitConfig(val_fraction=0, test_fraction=0))
     assert dataset_problem(depth6_store, "sabatelli_20class").startswith(
-        "sabatelli_20class has no val or test rows (train 47, val 0, test 0)")
+        "sabatelli_20class has no val or test rows (train 47, val 0, test 0)"
+    )
     # g3 too (min_elo 1500): three games (g1 twice counts once), one for each split.
-    build_dataset(depth6_store, "sabatelli_20class", {"label_value": 6, "min_elo": 1500},
-                  SplitConfig(val_fraction=0.3, test_fraction=0.3))
+    build_dataset(
+        depth6_store,
+        "sabatelli_20class",
+        {"label_value": 6, "min_elo": 1500},
+        SplitConfig(val_fraction=0.3, test_fraction=0.3),
+    )
     assert dataset_problem(depth6_store, "sabatelli_20class") == ""

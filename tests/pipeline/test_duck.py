@@ -26,8 +26,13 @@ def test_open_readers_see_no_lock_errors_while_runs_write(tmp_path):
     store = Store(tmp_path / "store").ensure()
     add_pgn(store, tmp_path, "a.pgn", RATED_GAMES)
     create_views(store)
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(store.duckdb_path)], cwd=ROOT,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(store.duckdb_path)],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         reader.stdin.write("\n")
         reader.stdin.flush()
@@ -51,16 +56,19 @@ def test_macros_agree_with_python(tmp_path):
     store = Store(tmp_path / "store").ensure()
     add_pgn(store, tmp_path, "a.pgn", RATED_GAMES)
     with connect(store) as con:
-        rows = con.sql("SELECT planes, side_to_move, castling, ep_square, halfmove_clock, fullmove_number, "
-                       "fen(planes, side_to_move, castling, ep_square, halfmove_clock, fullmove_number), "
-                       "material(planes), game_phase(planes, fullmove_number) FROM positions").fetchall()
+        rows = con.sql(
+            "SELECT planes, side_to_move, castling, ep_square, halfmove_clock, fullmove_number, "
+            "fen(planes, side_to_move, castling, ep_square, halfmove_clock, fullmove_number), "
+            "material(planes), game_phase(planes, fullmove_number) FROM positions"
+        ).fetchall()
     assert len(rows) == 15 + 15 + 17 + 11  # g1 twice (14 plies), g2 (16), g3 (10): plies + 1 each
     for *cols, fen, material, phase in rows:
         assert fen == fen_from_row(*cols)
         board = chess.Board(fen)
         values = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9}
-        expected = sum(v * (len(board.pieces(t, chess.WHITE)) - len(board.pieces(t, chess.BLACK)))
-                       for t, v in values.items())
+        expected = sum(
+            v * (len(board.pieces(t, chess.WHITE)) - len(board.pieces(t, chess.BLACK))) for t, v in values.items()
+        )
         assert material == expected
         assert phase in ("opening", "middlegame", "endgame")
 
@@ -85,7 +93,7 @@ def test_store_paths_with_glob_characters_read_only_their_own_store(tmp_path):
     # refused in one line rather than failing inside DuckDB.
     with pytest.raises(ValueError, match="path with '\\?'"):
         create_views(stores.pop("st?re2"))
-    for name, store in stores.items():
+    for _name, store in stores.items():
         create_views(store)
     for name, store in stores.items():
         assert query(store, "SELECT count(*) AS n FROM games").column("n")[0].as_py() == counts[name], name

@@ -12,8 +12,20 @@ import chess.pgn
 import pytest
 
 from pipeline.archive import open_archive
-from pipeline.engine import (MATE_SCORE, STALEMATE_FEN, EnginePool, Evaluation, Failure, Job, Limit, MalformedOutput,
-                             UciEngine, board_from_fen, check_label, parse_info)
+from pipeline.engine import (
+    MATE_SCORE,
+    STALEMATE_FEN,
+    EnginePool,
+    Evaluation,
+    Failure,
+    Job,
+    Limit,
+    MalformedOutput,
+    UciEngine,
+    board_from_fen,
+    check_label,
+    parse_info,
+)
 
 
 def _job(i, fen):
@@ -73,20 +85,23 @@ def test_hash_kept_setting_stays_close_to_fresh_labels(stockfish, fics_2022):
         cleared = _label_all(pool, jobs, Limit("depth", 8))
     with EnginePool(stockfish, workers=1, clear_hash=False) as pool:
         kept = _label_all(pool, jobs, Limit("depth", 8))
-    diffs = [abs(kept[j.id].score - cleared[j.id].score) for j in jobs
-             if kept[j.id].cp is not None and cleared[j.id].cp is not None]
+    diffs = [
+        abs(kept[j.id].score - cleared[j.id].score)
+        for j in jobs
+        if kept[j.id].cp is not None and cleared[j.id].cp is not None
+    ]
     assert len(diffs) > len(jobs) * 0.9
     assert sorted(diffs)[len(diffs) // 2] <= 30, diffs
 
 
 MATES = [
     # (FEN, cp, mate, score): White's point of view, checked by hand.
-    ("6k1/5ppp/8/8/8/8/5PPP/3R2K1 w - - 0 1", None, 1, MATE_SCORE - 1),       # White: Rd8#
+    ("6k1/5ppp/8/8/8/8/5PPP/3R2K1 w - - 0 1", None, 1, MATE_SCORE - 1),  # White: Rd8#
     ("rnbqkbnr/pppp1ppp/8/4p3/6P1/5P2/PPPPP2P/RNBQKBNR b KQkq - 0 2", None, -1, -(MATE_SCORE - 1)),  # Qh4#
-    ("7k/8/5QK1/8/8/8/8/8 b - - 0 1", None, 1, MATE_SCORE - 2),               # Black to move, mated next move
-    ("7k/6Q1/6K1/8/8/8/8/8 b - - 0 1", None, 0, MATE_SCORE),                  # Black is checkmated
+    ("7k/8/5QK1/8/8/8/8/8 b - - 0 1", None, 1, MATE_SCORE - 2),  # Black to move, mated next move
+    ("7k/6Q1/6K1/8/8/8/8/8 b - - 0 1", None, 0, MATE_SCORE),  # Black is checkmated
     ("rnb1kbnr/pppp1ppp/8/4p3/6Pq/5P2/PPPPP2P/RNBQKBNR w KQkq - 1 3", None, 0, -MATE_SCORE),  # White is mated
-    ("7k/5Q2/6K1/8/8/8/8/8 b - - 0 1", 0, None, 0),                           # stalemate
+    ("7k/5Q2/6K1/8/8/8/8/8 b - - 0 1", 0, None, 0),  # stalemate
 ]
 
 
@@ -120,8 +135,12 @@ def test_static_evaluation_and_its_failure_in_check(stockfish):
 
 
 def test_parse_info_rejects_malformed_numbers_and_score_kinds():
-    for line in (b"info depth 8 score cp notanumber nodes 10 pv e2e4", b"info depth 8 score cp",
-                 b"info depth x score cp 10", b"info depth 8 score wdl 10 pv e2e4"):
+    for line in (
+        b"info depth 8 score cp notanumber nodes 10 pv e2e4",
+        b"info depth 8 score cp",
+        b"info depth x score cp 10",
+        b"info depth 8 score wdl 10 pv e2e4",
+    ):
         with pytest.raises(MalformedOutput, match="malformed engine output"):
             parse_info(line)
 
@@ -132,7 +151,10 @@ START = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1"
 def test_board_from_fen_is_python_chess_board(fics_2022):
     fens = _fics_fens(fics_2022, games=20, every=1) + [
         "rnbqkbnr/ppp1p1pp/8/3pPp2/8/8/PPPP1PPP/RNBQKBNR w KQkq f6 0 1",  # en passant
-        "r3k2r/8/8/8/8/8/8/R3K2R b Kq - 0 1", "4k3/8/8/8/8/8/8/4K3 w - - 0 1", STALEMATE_FEN]
+        "r3k2r/8/8/8/8/8/8/R3K2R b Kq - 0 1",
+        "4k3/8/8/8/8/8/8/4K3 w - - 0 1",
+        STALEMATE_FEN,
+    ]
     assert len(fens) > 500
     for fen in fens:
         ours, theirs = board_from_fen(fen), chess.Board(fen)
@@ -140,28 +162,51 @@ def test_board_from_fen_is_python_chess_board(fics_2022):
         assert list(ours.legal_moves) == list(theirs.legal_moves)
 
 
-@pytest.mark.parametrize("fields,why", [
-    ({}, None),
-    ({"best_move": "e7e5", "pv": "e7e5"}, "best move e7e5 illegal in the position"),
-    ({"pv": "e2e4 e7e5 e4e5"}, "PV move 3 e4e5 illegal"),
-    ({"pv": "e2e4 zz99"}, "PV move 2 'zz99' is not a UCI move"),
-    ({"cp": 30000, "score": 30000}, "cp 30000 out of range (|cp| < 30000)"),
-    ({"cp": None, "mate": 251, "score": 31499}, "mate 251 out of range (|mate| <= 250)"),
-    ({"cp": None, "mate": 0, "score": 32000}, "mate 0 (checkmated) with a best move"),
-    ({"depth": 0}, "depth 0 for a search"),
-    ({"depth": 9}, "depth 9 past the limit depth 8"),
-    ({"best_move": None, "pv": None, "depth": 0}, "no best move in a position with legal moves"),
-])
+@pytest.mark.parametrize(
+    "fields,why",
+    [
+        ({}, None),
+        ({"best_move": "e7e5", "pv": "e7e5"}, "best move e7e5 illegal in the position"),
+        ({"pv": "e2e4 e7e5 e4e5"}, "PV move 3 e4e5 illegal"),
+        ({"pv": "e2e4 zz99"}, "PV move 2 'zz99' is not a UCI move"),
+        ({"cp": 30000, "score": 30000}, "cp 30000 out of range (|cp| < 30000)"),
+        ({"cp": None, "mate": 251, "score": 31499}, "mate 251 out of range (|mate| <= 250)"),
+        ({"cp": None, "mate": 0, "score": 32000}, "mate 0 (checkmated) with a best move"),
+        ({"depth": 0}, "depth 0 for a search"),
+        ({"depth": 9}, "depth 9 past the limit depth 8"),
+        ({"best_move": None, "pv": None, "depth": 0}, "no best move in a position with legal moves"),
+    ],
+)
 def test_check_label_against_python_chess(fields, why):
-    base = dict(job=_job(0, START), cp=30, mate=None, score=30, best_move="e2e4", pv="e2e4 e7e5 g1f3",
-                depth=8, seldepth=10, nodes=1000, time_ms=1, attempts=1)
+    base = dict(
+        job=_job(0, START),
+        cp=30,
+        mate=None,
+        score=30,
+        best_move="e2e4",
+        pv="e2e4 e7e5 g1f3",
+        depth=8,
+        seldepth=10,
+        nodes=1000,
+        time_ms=1,
+        attempts=1,
+    )
     assert check_label(Evaluation(**{**base, **fields}), Limit("depth", 8)) == why
 
 
 def test_parse_info_reads_bounds_and_pv():
-    info = parse_info(b"info depth 12 seldepth 18 multipv 1 score cp -35 upperbound nodes 5123 nps 1 time 9 pv e7e5 g1f3")
-    assert info == {"depth": 12, "seldepth": 18, "cp": -35, "bound": "upperbound", "nodes": 5123, "time": 9,
-                    "pv": "e7e5 g1f3"}
+    info = parse_info(
+        b"info depth 12 seldepth 18 multipv 1 score cp -35 upperbound nodes 5123 nps 1 time 9 pv e7e5 g1f3"
+    )
+    assert info == {
+        "depth": 12,
+        "seldepth": 18,
+        "cp": -35,
+        "bound": "upperbound",
+        "nodes": 5123,
+        "time": 9,
+        "pv": "e7e5 g1f3",
+    }
 
 
 def test_killed_engine_is_restarted_and_no_position_is_lost_or_repeated(stockfish, fics_2022):
@@ -183,9 +228,11 @@ def test_killed_engine_is_restarted_and_no_position_is_lost_or_repeated(stockfis
 
 def test_hung_engine_is_killed_restarted_and_its_position_retried(stockfish):
     """SIGSTOP freezes the engine: it neither finishes nor answers `stop`."""
-    fens = ["r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 0 1",
-            "rnbqkb1r/pppp1ppp/5n2/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 0 1",
-            "rnbqkbnr/pp1ppppp/8/2p5/4P3/8/PPPP1PPP/RNBQKBNR w KQkq - 0 1"]
+    fens = [
+        "r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 0 1",
+        "rnbqkb1r/pppp1ppp/5n2/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 0 1",
+        "rnbqkbnr/pp1ppppp/8/2p5/4P3/8/PPPP1PPP/RNBQKBNR w KQkq - 0 1",
+    ]
     jobs = [_job(i, f) for i, f in enumerate(fens)]
     with EnginePool(stockfish, workers=1, timeout_s=1.0, pipeline=1) as pool:
         frozen = pool.pids[0]

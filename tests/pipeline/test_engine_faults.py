@@ -100,13 +100,19 @@ def _assert_labels_are_their_positions(labels, clean):
             assert move in board.legal_moves, r
             board.push(move)
         ref = clean[r["fen"]]
-        assert (r["cp"], r["mate"], r["best_move"], r["pv"], r["depth"]) == \
-               (ref["cp"], ref["mate"], ref["best_move"], ref["pv"], ref["depth"]), r["fen"]
+        assert (r["cp"], r["mate"], r["best_move"], r["pv"], r["depth"]) == (
+            ref["cp"],
+            ref["mate"],
+            ref["best_move"],
+            ref["pv"],
+            ref["depth"],
+        ), r["fen"]
 
 
 @pytest.mark.parametrize("mode", ["junk", "twice"])
-def test_a_missing_or_repeated_bestmove_never_moves_a_reply_to_another_position(tmp_path, stockfish, games_pgn,
-                                                                                clean, mode):
+def test_a_missing_or_repeated_bestmove_never_moves_a_reply_to_another_position(
+    tmp_path, stockfish, games_pgn, clean, mode
+):
     """Every 7th search of each engine ends with a junk line instead of `bestmove` (or prints
     `bestmove` twice): that position is tried again, and no reply lands on another one."""
     store = _store(tmp_path, games_pgn)
@@ -123,13 +129,17 @@ def test_a_missing_or_repeated_bestmove_never_moves_a_reply_to_another_position(
     assert mode == "junk" or restarts >= 1
 
 
-@pytest.mark.parametrize("mode,reason", [
-    ("notanumber", r"malformed engine output 'info depth .*score cp notanumber"),
-    ("cp99999", r"invalid label: cp -?99999 out of range"),  # White's view: - when Black is to move
-    ("zz99", r"invalid label: best move 'zz99' is not a UCI move"),
-])
-def test_malformed_or_out_of_range_output_is_a_recorded_failure_not_a_label(tmp_path, stockfish, games_pgn,
-                                                                           clean, mode, reason):
+@pytest.mark.parametrize(
+    "mode,reason",
+    [
+        ("notanumber", r"malformed engine output 'info depth .*score cp notanumber"),
+        ("cp99999", r"invalid label: cp -?99999 out of range"),  # White's view: - when Black is to move
+        ("zz99", r"invalid label: best move 'zz99' is not a UCI move"),
+    ],
+)
+def test_malformed_or_out_of_range_output_is_a_recorded_failure_not_a_label(
+    tmp_path, stockfish, games_pgn, clean, mode, reason
+):
     """From its 40th search on, the engine prints `score cp notanumber`, `score cp 99999` or
     `bestmove zz99`: the run goes on, those positions are tried `retries + 1` times and
     recorded in label_failures with the reason, and none becomes a label."""
@@ -140,8 +150,9 @@ def test_malformed_or_out_of_range_output_is_a_recorded_failure_not_a_label(tmp_
     assert len(labels) == stats.labelled == 39
     assert len(failures) == stats.failed == len(clean) - 39
     assert sorted([r["fen"] for r in labels] + [f["fen"] for f in failures]) == sorted(clean)
-    assert all(re.match(reason, f["reason"]) and f["reason"].endswith("; 2 tries") and f["attempts"] == 2
-               for f in failures), {f["reason"] for f in failures}
+    assert all(
+        re.match(reason, f["reason"]) and f["reason"].endswith("; 2 tries") and f["attempts"] == 2 for f in failures
+    ), {f["reason"] for f in failures}
     _assert_labels_are_their_positions(labels, clean)
     assert integrity(store, Setting("Stockfish 15.1", DEPTH))["out_of_range"] == 0
 
@@ -157,8 +168,12 @@ def test_a_bad_search_in_the_middle_is_retried_and_labelled(stockfish, tmp_path,
         assert all(isinstance(r, Evaluation) for r in results), mode
         assert sum(r.attempts == 2 for r in results) == 1, mode
         for r in results:
-            assert (r.cp, r.mate, r.best_move, r.pv) == (clean[r.job.fen]["cp"], clean[r.job.fen]["mate"],
-                                                         clean[r.job.fen]["best_move"], clean[r.job.fen]["pv"])
+            assert (r.cp, r.mate, r.best_move, r.pv) == (
+                clean[r.job.fen]["cp"],
+                clean[r.job.fen]["mate"],
+                clean[r.job.fen]["best_move"],
+                clean[r.job.fen]["pv"],
+            )
 
 
 def test_labels_do_not_depend_on_order_or_worker_count(stockfish, clean):
@@ -169,8 +184,7 @@ def test_labels_do_not_depend_on_order_or_worker_count(stockfish, clean):
     for order, workers in ((fens, 1), (fens[::-1], 1), (random.Random(7).sample(fens, len(fens)), 2)):
         jobs = [Job(f, f, f.split()[1] == "w") for f in order]
         with EnginePool(stockfish, workers=workers) as pool:
-            runs.append({r.job.fen: (r.cp, r.mate, r.best_move, r.pv, r.depth, r.nodes)
-                         for r in pool.run(jobs, DEPTH)})
+            runs.append({r.job.fen: (r.cp, r.mate, r.best_move, r.pv, r.depth, r.nodes) for r in pool.run(jobs, DEPTH)})
     assert len(runs[0]) == len(fens)
     assert runs[0] == runs[1] == runs[2]
 

@@ -7,8 +7,15 @@ import pytest
 
 from pipeline.duck import memory_connection
 from pipeline.engine import EnginePool, Limit
-from pipeline.evaluation import (EndgameConfig, find_won_endgames, load_suites, problem_rows, run_endgames, run_suite,
-                                 suite_files)
+from pipeline.evaluation import (
+    EndgameConfig,
+    find_won_endgames,
+    load_suites,
+    problem_rows,
+    run_endgames,
+    run_suite,
+    suite_files,
+)
 from pipeline.search import MaterialEvaluator
 from pipeline.suites import is_sts, read_epd, sts_points
 from tests.pipeline.test_suites import PUBLIC, STS_LINES
@@ -50,7 +57,7 @@ def test_won_endgames_are_confirmed_and_played_out(tmp_path, stockfish):
     m, rows = run_endgames("material_pst", MaterialEvaluator, found, stockfish, cfg, log=lambda s: None)
     assert len(m.games) == len(found)
     wins = sum(1 for g in m.games if g.white_score == (1.0 if g.white == m.a else 0.0))
-    (suite, metric, value, n, detail), = rows
+    ((suite, metric, value, n, detail),) = rows
     assert (suite, metric, n) == ("endgame conversion", "converted", len(found)) and value == wins / len(found)
     for g, p in zip(m.games, found):
         assert g.game.board().fen() == p.board.fen()  # each game starts from its endgame
@@ -73,16 +80,25 @@ def test_bad_suite_files_fail_alone_and_bad_lines_are_counted(tmp_path):
     (folder / "sts_mini.epd").write_bytes(STS_LINES.encode())
     (folder / "public.EPD").write_bytes("\r\n".join(PUBLIC).encode())
     (folder / "junk.epd").write_bytes(bytes(range(256)) * 4)  # binary
-    (folder / "latin1.epd").write_bytes('{} bm e4; id "Réti";\n'.format(
-        "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -").encode("latin-1"))
+    (folder / "latin1.epd").write_bytes(
+        '{} bm e4; id "Réti";\n'.format("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -").encode("latin-1")
+    )
     (folder / "utf16.epd").write_bytes("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - bm e4;\n".encode("utf-16"))
     (folder / "gone.epd").symlink_to(tmp_path / "nowhere.epd")  # missing
     (folder / "empty.epd").write_text("# nothing yet\n\n")
     (folder / "nonsense.epd").write_text("hello\nworld\n")
     (folder / "notes.txt").write_text("not a suite")
     files = suite_files(folder)
-    assert [f.name for f in files] == ["empty.epd", "gone.epd", "junk.epd", "latin1.epd", "nonsense.epd",
-                                       "public.EPD", "sts_mini.epd", "utf16.epd"]
+    assert [f.name for f in files] == [
+        "empty.epd",
+        "gone.epd",
+        "junk.epd",
+        "latin1.epd",
+        "nonsense.epd",
+        "public.EPD",
+        "sts_mini.epd",
+        "utf16.epd",
+    ]
     suites, unreadable = load_suites(files)
     assert [s.name for s in suites] == ["public", "sts_mini"]
     assert set(unreadable) == {"empty", "gone", "junk", "latin1", "nonsense", "utf16"}
@@ -116,7 +132,9 @@ def test_the_real_suites_give_the_figures_they_gave_before(shared_data, stockfis
     epd = shared_data / "epd"
     suites, unreadable = load_suites(suite_files(epd))
     assert not unreadable and [(s.name, len(s.positions), len(s.failures)) for s in suites] == [
-        ("STS1-STS15_LAN_v3", 1500, 0), ("kaufman", 25, 0)]
+        ("STS1-STS15_LAN_v3", 1500, 0),
+        ("kaufman", 25, 0),
+    ]
     for p in suites[0].positions:
         assert sts_points(p.board, {"c0": p.ops["c0"]}) == p.points != {}, p.id
     with EnginePool(stockfish, workers=1, clear_hash=True) as pool:
@@ -125,10 +143,22 @@ def test_the_real_suites_give_the_figures_they_gave_before(shared_data, stockfis
     assert got[("STS1-STS15_LAN_v3", "solved_1ply")] == (205, 1500)
     themes = {s.split("/", 1)[1]: v for (s, m), (v, n) in got.items() if "/" in s}
     assert themes == {
-        "7th Rank": 87, "AKPC": 35, "AT": 153, "Advancement of a/b/c pawns": 43, "Bishop vs Knight": 787,
-        "Center Control": 31, "King Activity": 70, "Knight Outposts/Centralization/Repositioning": 60,
-        "Offer of Simplification": 29, "Open Files and Diagonals": 39, "Pawn Play in the Center": 54,
-        "Recapturing": 498, "Simplification": 926, "Square Vacancy": 33, "Undermine": 34}
+        "7th Rank": 87,
+        "AKPC": 35,
+        "AT": 153,
+        "Advancement of a/b/c pawns": 43,
+        "Bishop vs Knight": 787,
+        "Center Control": 31,
+        "King Activity": 70,
+        "Knight Outposts/Centralization/Repositioning": 60,
+        "Offer of Simplification": 29,
+        "Open Files and Diagonals": 39,
+        "Pawn Play in the Center": 54,
+        "Recapturing": 498,
+        "Simplification": 926,
+        "Square Vacancy": 33,
+        "Undermine": 34,
+    }
     assert got[("kaufman", "solved_1ply")] == (7, 25) and got[("kaufman", "best_moves_found_1ply")] == (6, 25)
     # Stockfish 15.1 at depth 8, hash cleared per position, as before the change.
     assert got[("kaufman", "avg_delta_cp_1ply")] == (pytest.approx(225.52), 25)

@@ -30,7 +30,9 @@ def test_every_nasty_game_lands_once_with_the_expected_outcome(nasty):
     games, rejected, positions = _tables(nasty)
     n_total = len(NASTY) + 2  # + latin-1 game + truncated last game
     assert games.num_rows + rejected.num_rows == n_total
-    assert sorted(games.column("game_index").to_pylist() + rejected.column("game_index").to_pylist()) == list(range(n_total))
+    assert sorted(games.column("game_index").to_pylist() + rejected.column("game_index").to_pylist()) == list(
+        range(n_total)
+    )
     kept = {r["game_index"]: r for r in games.to_pylist()}
     rej = {r["game_index"]: r for r in rejected.to_pylist()}
     for i, (text, code, facts) in enumerate(NASTY):
@@ -53,7 +55,10 @@ def test_every_nasty_game_lands_once_with_the_expected_outcome(nasty):
                 assert rej[i]["ply"] == facts["ply"]
     latin = kept[len(NASTY)]
     assert (latin["white"], latin["black"], latin["ply_count"]) == (
-        LATIN1_EXPECT["white"], LATIN1_EXPECT["black"], LATIN1_EXPECT["plies"])
+        LATIN1_EXPECT["white"],
+        LATIN1_EXPECT["black"],
+        LATIN1_EXPECT["plies"],
+    )
     assert rej[len(NASTY) + 1]["reason_code"] == "truncated"
     # One position per ply plus the start, for every kept game.
     assert positions.num_rows == sum(g["ply_count"] + 1 for g in kept.values())
@@ -63,10 +68,13 @@ def test_kept_and_rejected_agree_with_python_chess(nasty):
     """Independent check: python-chess's own reader on each game text."""
     games, rejected, _ = _tables(nasty)
     kept = set(games.column("game_index").to_pylist())
-    for i, (text, code, facts) in enumerate(NASTY):
+    for i, (text, _code, facts) in enumerate(NASTY):
         game = chess.pgn.read_game(io.StringIO(text))
-        pc_ok = not game.errors and "960" not in game.headers.get("Variant", "") and not any(
-            m == chess.Move.null() for m in game.mainline_moves())
+        pc_ok = (
+            not game.errors
+            and "960" not in game.headers.get("Variant", "")
+            and not any(m == chess.Move.null() for m in game.mainline_moves())
+        )
         if facts.get("python_chess_differs"):
             assert pc_ok and i not in kept
             continue
@@ -157,8 +165,12 @@ def _python_tokens(text: str):
 
 
 def test_compiled_tokenizer_equals_the_expressions_on_every_shared_game(shared_data, compiled):
-    texts = [split_game(raw.text)[1] for f in sorted((shared_data / "pgn").rglob("*")) if f.is_file()
-             for raw in iter_raw_games(f)]
+    texts = [
+        split_game(raw.text)[1]
+        for f in sorted((shared_data / "pgn").rglob("*"))
+        if f.is_file()
+        for raw in iter_raw_games(f)
+    ]
     assert len(texts) > 11_000
     for text in texts:
         ours = compiled.tokenize(text)
@@ -166,12 +178,76 @@ def test_compiled_tokenizer_equals_the_expressions_on_every_shared_game(shared_d
         assert ours == _python_tokens(text)
 
 
-_FRAGMENTS = ["1.", "12.", "3...", "1 .", "e4", "exd5", "Nf3", "Nbd7", "R1e2", "Qh4xe1", "e8=Q", "e8Q", "exf8=n",
-              "O-O", "O-O-O", "0-0", "0-0-0", "1-0", "0-1", "1/2-1/2", "*", "{comment}", "{a; b}", "{unclosed",
-              "; rest\n", "\n%escape\n", "%", "$1", "$12", "!", "?!", "+", "#", "=", "(", ")", "--", "Z0", "0000",
-              "N@f6", "P", "e", "1e4", "xd5", "-e4", "e2e4", "Kxe1", "\u00e9", "\t", "\x1c", "10", "1-0-0", "$",
-              "e4+", "Nf3#", "b8b", ".", "9.", "a1", "h8=K", "00009.", "10000.", "10000...", "20000 .", "10000",
-              "$10000", "0000.", "100001."]
+_FRAGMENTS = [
+    "1.",
+    "12.",
+    "3...",
+    "1 .",
+    "e4",
+    "exd5",
+    "Nf3",
+    "Nbd7",
+    "R1e2",
+    "Qh4xe1",
+    "e8=Q",
+    "e8Q",
+    "exf8=n",
+    "O-O",
+    "O-O-O",
+    "0-0",
+    "0-0-0",
+    "1-0",
+    "0-1",
+    "1/2-1/2",
+    "*",
+    "{comment}",
+    "{a; b}",
+    "{unclosed",
+    "; rest\n",
+    "\n%escape\n",
+    "%",
+    "$1",
+    "$12",
+    "!",
+    "?!",
+    "+",
+    "#",
+    "=",
+    "(",
+    ")",
+    "--",
+    "Z0",
+    "0000",
+    "N@f6",
+    "P",
+    "e",
+    "1e4",
+    "xd5",
+    "-e4",
+    "e2e4",
+    "Kxe1",
+    "\u00e9",
+    "\t",
+    "\x1c",
+    "10",
+    "1-0-0",
+    "$",
+    "e4+",
+    "Nf3#",
+    "b8b",
+    ".",
+    "9.",
+    "a1",
+    "h8=K",
+    "00009.",
+    "10000.",
+    "10000...",
+    "20000 .",
+    "10000",
+    "$10000",
+    "0000.",
+    "100001.",
+]
 
 
 def test_compiled_tokenizer_equals_the_expressions_or_defers(compiled):
@@ -218,9 +294,27 @@ def _split_game_line_by_line(text: str):
 
 def test_split_game_equals_a_line_by_line_reading_of_odd_tag_sections():
     rng = random.Random(1)
-    lines = ['[Event "x"]', '[Event "y"]', '[Site "a b"]', '[W "q\\"x"]', '[X  "v"]  ', ' [Y "z"]', '[Z\t"t"]\t',
-             '[bad]', '[A "v"] x', '[B "v"]\r', '[C "a"]"]', "", "%esc", ";c", "1. e4", '[_Q "v"]', '[D "\x0b"]\x0b',
-             '[E ""]', '[F "\u00e9"]']
+    lines = [
+        '[Event "x"]',
+        '[Event "y"]',
+        '[Site "a b"]',
+        '[W "q\\"x"]',
+        '[X  "v"]  ',
+        ' [Y "z"]',
+        '[Z\t"t"]\t',
+        "[bad]",
+        '[A "v"] x',
+        '[B "v"]\r',
+        '[C "a"]"]',
+        "",
+        "%esc",
+        ";c",
+        "1. e4",
+        '[_Q "v"]',
+        '[D "\x0b"]\x0b',
+        '[E ""]',
+        '[F "\u00e9"]',
+    ]
     for _ in range(20_000):
         text = "\n".join(rng.choice(lines) for _ in range(rng.randrange(8))) + rng.choice(["", "\n", "\n\n1. e4 *"])
         assert split_game(text) == _split_game_line_by_line(text), repr(text)

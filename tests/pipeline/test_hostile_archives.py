@@ -15,8 +15,12 @@ from pipeline.ingest import IngestConfig, count_games_python_chess, ingest_archi
 from pipeline.store import Store
 
 BOM = b"\xef\xbb\xbf"
-COMPRESS = {"plain": lambda b: b, "zstd": lambda b: zstandard.ZstdCompressor().compress(b),
-            "bzip2": bz2.compress, "gzip": gzip.compress}
+COMPRESS = {
+    "plain": lambda b: b,
+    "zstd": lambda b: zstandard.ZstdCompressor().compress(b),
+    "bzip2": bz2.compress,
+    "gzip": gzip.compress,
+}
 SUFFIX = {"plain": "pgn", "zstd": "pgn.zst", "bzip2": "pgn.bz2", "gzip": "pgn.gz"}
 
 
@@ -37,6 +41,7 @@ def _tables(path):
 
 
 # ---- NUL bytes (item 13) ----------------------------------------------------------------------
+
 
 def test_nul_in_the_first_4096_bytes_makes_the_archive_binary_even_past_the_first_line(tmp_path):
     p = tmp_path / "nul-head.pgn"
@@ -75,6 +80,7 @@ def test_nul_later_in_the_archive_rejects_that_game_and_keeps_the_others(tmp_pat
 
 # ---- Byte-order mark (item 15) ----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("fmt", list(COMPRESS))
 def test_a_leading_byte_order_mark_is_stripped_also_after_decompression(tmp_path, fmt):
     text = "".join(_game(i) + "\n" for i in range(3))
@@ -107,12 +113,17 @@ def test_byte_order_marks_of_concatenated_files_are_stripped_as_python_chess_doe
 
 # ---- Unclosed comments (item 16) ---------------------------------------------------------------
 
+
 def _unclosed_archive() -> tuple[str, dict]:
     """Game 1 opens a comment it never closes; per PGN it runs to the '}' in game 3, so the
     tag sections of games 2 and 3 are inside it. Line numbers of the facts, 1-based."""
-    games = [_game(0), _game(1, movetext="1. e4 {oops, no closing brace e5 2. Nf3 *"),
-             _game(2, movetext="1. d4 d5 *"), _game(3, movetext="1. c4 {the first closing brace} e5 *"),
-             _game(4)]
+    games = [
+        _game(0),
+        _game(1, movetext="1. e4 {oops, no closing brace e5 2. Nf3 *"),
+        _game(2, movetext="1. d4 d5 *"),
+        _game(3, movetext="1. c4 {the first closing brace} e5 *"),
+        _game(4),
+    ]
     text = "\n".join(games)
     lines = text.split("\n")
     facts = {
@@ -174,6 +185,7 @@ def test_a_long_comment_with_blank_lines_but_no_tags_is_no_warning(tmp_path):
 
 
 # ---- Truncated compression (item 14) ------------------------------------------------------------
+
 
 @pytest.mark.parametrize("fmt", ["bzip2", "gzip", "zstd"])
 def test_a_truncated_stream_says_so_in_one_clear_line_without_a_raw_cause(tmp_path, fmt):

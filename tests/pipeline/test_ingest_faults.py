@@ -27,9 +27,16 @@ print(stats.games, flush=True)
 def test_two_ingests_of_one_partition_at_once_both_finish_with_one_copy(tmp_path, fics_2022):
     store = Store(tmp_path / "store").ensure()
     key = store.add_archive(fics_2022)
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(store.root), key, str(fics_2022)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(store.root), key, str(fics_2022)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     first, second = procs
     first.stdin.write("go\n")
     first.stdin.flush()

@@ -145,8 +145,9 @@ print(json.dumps({"labelled": s.labelled, "done": s.shards_done, "busy": s.shard
 
 
 def _spawn(store, flush):
-    return subprocess.Popen([sys.executable, "-c", LABEL_SCRIPT, str(store.root), str(flush)], cwd=ROOT,
-                            stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", LABEL_SCRIPT, str(store.root), str(flush)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
 
 
 def test_killed_run_resumes_without_duplicates_or_losses(store, tmp_path, stockfish, fics_search):
@@ -281,8 +282,9 @@ def test_a_store_labelled_before_reproducible_labels_stays_readable(store, tmp_p
     row = {f.name: [first.get(f.name)] for f in old_schema}
     row.update(reason=["engine crashed; 3 tries"], attempts=[3], failed_at=[first["labelled_at"]], run_id=["old"])
     (store.root / "label_failures" / "stockfish-15.1_depth-8").mkdir(parents=True)
-    pq.write_table(pa.table(row, schema=old_schema),
-                   store.root / "label_failures" / "stockfish-15.1_depth-8" / "part-old.parquet")
+    pq.write_table(
+        pa.table(row, schema=old_schema), store.root / "label_failures" / "stockfish-15.1_depth-8" / "part-old.parquet"
+    )
 
     kept = Setting("Stockfish 15.1", Limit("depth", 8), hash_cleared=False)
     fresh = Setting("Stockfish 15.1", Limit("depth", 8))

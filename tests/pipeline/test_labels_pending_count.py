@@ -30,8 +30,10 @@ def test_a_failed_pending_count_is_logged_and_the_run_still_labels(tmp_path, sto
     assert stats.pending_before == 0 and seen[-1].eta_seconds is None
     [record] = [r for r in caplog.records if r.name == "pipeline.labels"]
     assert record.levelno == logging.WARNING and "\n" not in record.getMessage()
-    assert record.getMessage() == ("could not count the pending positions, so this run shows no total and no "
-                                   "ETA: Out of Memory Error: could not allocate block")
+    assert record.getMessage() == (
+        "could not count the pending positions, so this run shows no total and no "
+        "ETA: Out of Memory Error: could not allocate block"
+    )
 
 
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")

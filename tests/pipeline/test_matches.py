@@ -89,8 +89,12 @@ def test_match_pgn_reingests_cleanly(tmp_path):
     from pipeline.store import Store
 
     openings = sabatelli_openings()[:2]
-    spec = MatchSpec("material vs random", lambda: SearchPlayer(AlphaBeta(MaterialEvaluator(), depth=1)),
-                     lambda: RandomPlayer(5), max_plies=60)
+    spec = MatchSpec(
+        "material vs random",
+        lambda: SearchPlayer(AlphaBeta(MaterialEvaluator(), depth=1)),
+        lambda: RandomPlayer(5),
+        max_plies=60,
+    )
     m = play_match(spec, openings)
     assert len(m.games) == 4 and [g.white for g in m.games][:2] == [m.a, m.b]
     pgn = tmp_path / "match.pgn"
@@ -99,8 +103,9 @@ def test_match_pgn_reingests_cleanly(tmp_path):
     key = store.add_archive(pgn)
     ingest_archive(store, key, pgn, IngestConfig(workers=1))
     with memory_connection(store) as con:
-        rows = con.sql("SELECT white, black, result, ply_count, moves_uci, start_fen FROM games ORDER BY game_index"
-                       ).fetchall()
+        rows = con.sql(
+            "SELECT white, black, result, ply_count, moves_uci, start_fen FROM games ORDER BY game_index"
+        ).fetchall()
         rejected = con.sql("SELECT count(*) FROM rejected_games").fetchall()[0][0]
     assert rejected == 0 and len(rows) == 4
     for g, (white, black, result, plies, moves, start_fen) in zip(m.games, rows):

@@ -68,8 +68,9 @@ def test_ratings_chart_counts_distinct_players(tmp_path, fics_search):
     import pyarrow.parquet as pq
 
     games = pq.read_table(store.partition_file("games", key)).sort_by("game_index")
-    players, rating = plots.player_ratings(*(games.column(c).to_pylist()
-                                             for c in ("white", "black", "white_elo", "black_elo")))
+    players, rating = plots.player_ratings(
+        *(games.column(c).to_pylist() for c in ("white", "black", "white_elo", "black_elo"))
+    )
     fig = _drawn(plots.ratings_figure(list(rating.values()), players, LONG_KEY))
     ax = fig.axes[0]
     assert f"ratings of {len(rated)} players" in ax.title.get_text().replace("\n", " ")
@@ -82,19 +83,23 @@ def test_ratings_chart_counts_distinct_players(tmp_path, fics_search):
 def test_each_player_counted_once_with_their_last_rating(tmp_path):
     pgn = "".join(
         f'[Event "g{i}"]\n[White "{w}"]\n[Black "{b}"]\n{we}{be}[Result "*"]\n\n1. e4 *\n\n'
-        for i, (w, b, we, be) in enumerate([
-            ("anna", "ben", '[WhiteElo "1500"]\n', '[BlackElo "1600"]\n'),
-            ("ben", "anna", '[WhiteElo "1610"]\n', '[BlackElo "1490"]\n'),
-            ("anna", "carl", '[WhiteElo "1480"]\n', ""),  # carl: never rated
-            ("?", "dora", "", '[BlackElo "2000"]\n'),  # '?' is nobody in particular
-        ]))
+        for i, (w, b, we, be) in enumerate(
+            [
+                ("anna", "ben", '[WhiteElo "1500"]\n', '[BlackElo "1600"]\n'),
+                ("ben", "anna", '[WhiteElo "1610"]\n', '[BlackElo "1490"]\n'),
+                ("anna", "carl", '[WhiteElo "1480"]\n', ""),  # carl: never rated
+                ("?", "dora", "", '[BlackElo "2000"]\n'),  # '?' is nobody in particular
+            ]
+        )
+    )
     store = Store(tmp_path / "store").ensure()
     key = add_pgn(store, tmp_path, "hand.pgn", pgn)
     import pyarrow.parquet as pq
 
     games = pq.read_table(store.partition_file("games", key)).sort_by("game_index")
-    players, rating = plots.player_ratings(*(games.column(c).to_pylist()
-                                             for c in ("white", "black", "white_elo", "black_elo")))
+    players, rating = plots.player_ratings(
+        *(games.column(c).to_pylist() for c in ("white", "black", "white_elo", "black_elo"))
+    )
     assert players == 4 and rating == {"anna": 1480, "ben": 1610, "dora": 2000}
     charts = plots.games_charts(store.partition_file("games", key), key)
     assert (charts["players"], charts["rated_players"]) == (4, 3)
@@ -105,8 +110,10 @@ def test_each_player_counted_once_with_their_last_rating(tmp_path):
 @pytest.mark.parametrize("epochs", [1, 2, 3, 7, 23])
 def test_learning_curves_have_whole_epochs_and_the_legend_off_the_curves(epochs):
     """Before: fractional epoch ticks (0.5, 1.5, ...) and the legend drawn over the curves."""
-    history = [{"epoch": e, "train_loss": 1 / e, "val_loss": 1.2 / e, "val_accuracy": 0.4 + e / 100}
-               for e in range(1, epochs + 1)]
+    history = [
+        {"epoch": e, "train_loss": 1 / e, "val_loss": 1.2 / e, "val_accuracy": 0.4 + e / 100}
+        for e in range(1, epochs + 1)
+    ]
     fig = _drawn(plots.learning_curves_figure(history, "cnn_features_3class on sabatelli_3class, features encoder"))
     ax = fig.axes[0]
     lo, hi = ax.get_xlim()
@@ -125,19 +132,31 @@ def test_learning_curves_have_whole_epochs_and_the_legend_off_the_curves(epochs)
 
 def _every_chart():
     deltas = [DeltaCp(f"position {i:02d}", "e4", "d4", 50 * i, -40 * i, 90 * i) for i in range(25)]
-    themes = {d: {t: [300 + d, 1000, 100] for t in ("Undermine", "Knight Outposts/Centralization/Repositioning",
-                                                     "Advancement of a/b/c pawns")} for d in (1, 2)}
-    fit = SimpleNamespace(ratings={"random": 0.0, "mlp_bitmap_regression_with_a_long_name depth 2": 900.0},
-                          errors={"random": 40.0, "mlp_bitmap_regression_with_a_long_name depth 2": 60.0},
-                          anchor="random")
+    themes = {
+        d: {
+            t: [300 + d, 1000, 100]
+            for t in ("Undermine", "Knight Outposts/Centralization/Repositioning", "Advancement of a/b/c pawns")
+        }
+        for d in (1, 2)
+    }
+    fit = SimpleNamespace(
+        ratings={"random": 0.0, "mlp_bitmap_regression_with_a_long_name depth 2": 900.0},
+        errors={"random": 40.0, "mlp_bitmap_regression_with_a_long_name depth 2": 60.0},
+        anchor="random",
+    )
     long = "stockfish_15.1_depth8_clear_hash_multipv1_threads1_with_a_long_setting_name"
     return {
         "histogram": plots.histogram_figure(range(100), f"{long}: this run's labels", "pawns (White's view)"),
-        "game lengths": plots.histogram_figure(range(100), f"{LONG_KEY}: lengths of 2,229 games", "plies", ylabel="games"),
-        "class bars": plots.class_bars_figure({"train": {0: 5, 1: 3, 2: 2}, "val": {0: 1, 1: 1, 2: 1}}, 3,
-                                              f"{long} dataset classes"),
+        "game lengths": plots.histogram_figure(
+            range(100), f"{LONG_KEY}: lengths of 2,229 games", "plies", ylabel="games"
+        ),
+        "class bars": plots.class_bars_figure(
+            {"train": {0: 5, 1: 3, 2: 2}, "val": {0: 1, 1: 1, 2: 1}}, 3, f"{long} dataset classes"
+        ),
         "confusion": plots.confusion_figure([[5, 1, 0], [1, 4, 1], [0, 1, 6]], "cnn_features_3class: test"),
-        "kaufman": plots.kaufman_figure(deltas, "cnn_features_3class: Kaufman test, depth 2 player, Stockfish depth 16"),
+        "kaufman": plots.kaufman_figure(
+            deltas, "cnn_features_3class: Kaufman test, depth 2 player, Stockfish depth 16"
+        ),
         "sts": plots.sts_themes_figure(themes, "cnn_features_3class: STS by theme"),
         "elo": plots.elo_figure(fit, "Elo from all evaluation games"),
         "learning": plots.learning_curves_figure([{"epoch": 1, "train_loss": 1, "val_loss": 1}], long),
@@ -157,10 +176,19 @@ def test_every_chart_fits_its_frame():
 
 
 def test_a_title_too_long_for_one_line_is_wrapped_not_cut():
-    fig = _drawn(plots.histogram_figure([1, 2, 3], f"{LONG_KEY}: ratings of 238 players (12 more unrated)",
-                                        "Elo (each player once, by name: their last rated game)", ylabel="players"))
+    fig = _drawn(
+        plots.histogram_figure(
+            [1, 2, 3],
+            f"{LONG_KEY}: ratings of 238 players (12 more unrated)",
+            "Elo (each player once, by name: their last rated game)",
+            ylabel="players",
+        )
+    )
     title = fig.axes[0].title.get_text()
-    assert "\n" in title and title.replace("\n", " ").replace("  ", " ").split() == (
-        f"{LONG_KEY}: ratings of 238 players (12 more unrated)").split()
+    assert (
+        "\n" in title
+        and title.replace("\n", " ").replace("  ", " ").split()
+        == (f"{LONG_KEY}: ratings of 238 players (12 more unrated)").split()
+    )
     assert not _inside(fig)
     plots.plt.close(fig)

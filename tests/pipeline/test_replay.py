@@ -33,8 +33,17 @@ def _expected_rows(board: chess.Board, moves: list[chess.Move]):
     rows = []
     for k in range(len(moves) + 1):
         planes = b"".join(board.pieces_mask(pt, c).to_bytes(8, "little") for c in (True, False) for pt in range(1, 7))
-        rows.append((chess.polyglot.zobrist_hash(board), planes, "w" if board.turn else "b",
-                     board.halfmove_clock, board.fullmove_number, board.is_check(), board.fen()))
+        rows.append(
+            (
+                chess.polyglot.zobrist_hash(board),
+                planes,
+                "w" if board.turn else "b",
+                board.halfmove_clock,
+                board.fullmove_number,
+                board.is_check(),
+                board.fen(),
+            )
+        )
         if k < len(moves):
             board.push(moves[k])
     return rows
@@ -49,8 +58,12 @@ def _check_against_python_chess(games, positions, n_min):
         for key, planes, stm, hm, fm, check, fen in _expected_rows(board, moves):
             assert pos["position_key"][i] == key
             assert pos["planes"][i] == planes
-            assert (pos["side_to_move"][i], pos["halfmove_clock"][i], pos["fullmove_number"][i], pos["is_check"][i]) == (
-                stm, hm, fm, check)
+            assert (
+                pos["side_to_move"][i],
+                pos["halfmove_clock"][i],
+                pos["fullmove_number"][i],
+                pos["is_check"][i],
+            ) == (stm, hm, fm, check)
             rebuilt = encoding.fen_from_row(pos["planes"][i], stm, pos["castling"][i], pos["ep_square"][i], hm, fm)
             assert rebuilt == fen
             i += 1
@@ -122,9 +135,19 @@ def test_illegal_moves_are_rejected_exactly_when_python_chess_rejects():
 
 
 def _python_chess_facts(board: chess.Board) -> tuple:
-    return (board.pawns, board.knights, board.bishops, board.rooks, board.queens, board.kings,
-            board.occupied_co[chess.WHITE], board.castling_rights,
-            64 if board.ep_square is None else board.ep_square, board.halfmove_clock, board.is_check())
+    return (
+        board.pawns,
+        board.knights,
+        board.bishops,
+        board.rooks,
+        board.queens,
+        board.kings,
+        board.occupied_co[chess.WHITE],
+        board.castling_rights,
+        64 if board.ep_square is None else board.ep_square,
+        board.halfmove_clock,
+        board.is_check(),
+    )
 
 
 HAND_CASES = {
@@ -137,8 +160,14 @@ HAND_CASES = {
     "castling through an attacked square": ("r3k2r/8/8/8/8/8/6b1/R3K2R w KQkq - 0 1", ["O-O"]),
     "castling queenside past an attacked b-file": ("r3k2r/8/8/8/8/8/1r6/R3K2R w KQk - 0 1", ["O-O-O"]),
     "castling out of check": ("r3k2r/8/8/8/8/8/4r3/R3K2R w KQkq - 0 1", ["O-O"]),
-    "castling after the rook was captured": ("r3k2r/8/8/8/8/8/7b/R3K2R b KQkq - 0 1", ["Bg1", "Kd1", "Bh2", "Ke1", "Bg1", "O-O"]),
-    "castling after the rook moved and came back": ("r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1", ["Rh2", "Kd8", "Rh1", "Ke8", "O-O"]),
+    "castling after the rook was captured": (
+        "r3k2r/8/8/8/8/8/7b/R3K2R b KQkq - 0 1",
+        ["Bg1", "Kd1", "Bh2", "Ke1", "Bg1", "O-O"],
+    ),
+    "castling after the rook moved and came back": (
+        "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1",
+        ["Rh2", "Kd8", "Rh1", "Ke8", "O-O"],
+    ),
     "promotion with capture": ("1n5k/P7/8/8/8/8/8/7K w - - 0 1", ["axb8=N", "Kg8", "Nd7"]),
     "promotion without the equals sign": ("1n5k/P7/8/8/8/8/8/7K w - - 0 1", ["a8Q+"]),
     "lowercase promotion": ("1n5k/P7/8/8/8/8/8/7K w - - 0 1", ["a8=q"]),
@@ -210,6 +239,7 @@ def test_compiled_loop_resolves_every_move_of_real_games(fics_2022, compiled):
 
 # ---- Values that must not wrap (issue 13, item 12) ------------------------------------------
 
+
 def _numbered(sans: list[str], fullmove: int = 1, white_first: bool = True) -> str:
     """SAN moves as PGN movetext with move numbers from `fullmove`."""
     out = []
@@ -258,8 +288,10 @@ def test_a_game_longer_than_65536_plies_keeps_every_ply_and_clock(tmp_path):
     for k in range(n + 1):
         if k in (0, 1, 2, 3, 65_534, 65_535, 65_536, 65_537, n):
             assert (keys[k], board.halfmove_clock, board.fullmove_number) == (
-                chess.polyglot.zobrist_hash(board), int(positions["halfmove_clock"][k].as_py()),
-                int(positions["fullmove_number"][k].as_py())), k
+                chess.polyglot.zobrist_hash(board),
+                int(positions["halfmove_clock"][k].as_py()),
+                int(positions["fullmove_number"][k].as_py()),
+            ), k
         if k < n:
             board.push(moves[k % 4])
 
@@ -296,7 +328,7 @@ def test_move_number_10000_is_a_move_number_not_a_null_move(tmp_path):
 
 
 def test_a_fen_clock_beyond_the_stored_range_is_a_bad_fen(tmp_path):
-    fen = f"rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 {2 ** 31}"
+    fen = f"rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 {2**31}"
     text = f'[Event "huge"]\n[SetUp "1"]\n[FEN "{fen}"]\n[Result "*"]\n\n1. e4 *\n'
     games, rejected, _ = _ingest_text(tmp_path, text)
     assert games.num_rows == 0

@@ -56,7 +56,8 @@ def test_a_table_without_its_block_or_an_unknown_block_fails():
     end = doc.index("<!-- /columns -->", start) + len("<!-- /columns -->")
     assert document_problems(doc[:start] + doc[end:]) == ["no column block for table match_games"]
     assert document_problems(doc + "\n<!-- columns: match_moves -->\n<!-- /columns -->\n") == [
-        "column block for unknown table match_moves"]
+        "column block for unknown table match_moves"
+    ]
 
 
 def test_every_column_has_a_one_line_meaning_and_tables_their_files():
@@ -92,7 +93,7 @@ def test_the_readme_and_store_docstring_point_at_the_document():
 
     assert "docs/STORE.md" in store.__doc__ and "ARCHITECTURE.md" not in store.__doc__
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## The store"):readme.index("\n## ", readme.index("## The store") + 1)]
+    section = readme[readme.index("## The store") : readme.index("\n## ", readme.index("## The store") + 1)]
     assert "docs/STORE.md" in section
 
 
@@ -110,13 +111,15 @@ def test_result_table_writers_write_the_schemas_and_the_views_read_them(tmp_path
     from pipeline.matches import MatchResult, play_game, write_games
 
     store = Store(tmp_path / "store").ensure()
-    metrics = write_model_metrics(store, "mlp_bitmap_3class", "sabatelli_3class", "run1",
-                                  [("test", "accuracy", 0.75), ("train", "loss", 0.5)])
+    metrics = write_model_metrics(
+        store, "mlp_bitmap_3class", "sabatelli_3class", "run1", [("test", "accuracy", 0.75), ("train", "loss", 0.5)]
+    )
     results = write_results(store, "eval_suites_x", "run1", [("x", "sts", "points_1ply", 120, 150, "of 1500")])
     match = MatchResult("vs random", "a", "b")
     for i, (w, b) in enumerate((("a", "b"), ("b", "a"))):
-        match.games.append(play_game(_Named(w, i), _Named(b, i + 7), chess.Board(), max_plies=12, opening="op1",
-                                     round_=f"1.{i + 1}"))
+        match.games.append(
+            play_game(_Named(w, i), _Named(b, i + 7), chess.Board(), max_plies=12, opening="op1", round_=f"1.{i + 1}")
+        )
     pgn, n = write_games(store, "eval_matches_x", "run1", [match])
     assert metrics == store.root / "model_metrics" / "mlp_bitmap_3class" / "run1.parquet"
     assert results == store.root / "evaluation_results" / "eval_suites_x" / "run1.parquet"
@@ -130,13 +133,27 @@ def test_result_table_writers_write_the_schemas_and_the_views_read_them(tmp_path
     create_views(store)
     with memory_connection(store) as con:
         assert con.sql("SELECT split, metric, value FROM model_metrics ORDER BY metric").fetchall() == [
-            ("test", "accuracy", 0.75), ("train", "loss", 0.5)]
+            ("test", "accuracy", 0.75),
+            ("train", "loss", 0.5),
+        ]
         assert con.sql("SELECT model, suite, metric, value, n, detail, asset FROM evaluation_results").fetchall() == [
-            ("x", "sts", "points_1ply", 120.0, 150, "of 1500", "eval_suites_x")]
-        rows = con.sql("SELECT white, black, result, plies, opening, round, pgn_path FROM match_games "
-                       "ORDER BY round").fetchall()
-    assert rows == [(g.headers["White"], g.headers["Black"], g.headers["Result"], int(g.headers["PlyCount"]), "op1",
-                     g.headers["Round"], str(pgn)) for g in parsed]
+            ("x", "sts", "points_1ply", 120.0, 150, "of 1500", "eval_suites_x")
+        ]
+        rows = con.sql(
+            "SELECT white, black, result, plies, opening, round, pgn_path FROM match_games ORDER BY round"
+        ).fetchall()
+    assert rows == [
+        (
+            g.headers["White"],
+            g.headers["Black"],
+            g.headers["Result"],
+            int(g.headers["PlyCount"]),
+            "op1",
+            g.headers["Round"],
+            str(pgn),
+        )
+        for g in parsed
+    ]
     assert [r[:2] for r in rows] == [("a", "b"), ("b", "a")]
 
 
@@ -178,7 +195,7 @@ def test_the_library_modules_import_each_other_without_a_cycle():
     def walk(node: str, path: list[str], done: set[str]) -> None:
         for dep in sorted(graph.get(node, ())):
             if dep in path:
-                cycles.append(" -> ".join(path[path.index(dep):] + [dep]))
+                cycles.append(" -> ".join(path[path.index(dep) :] + [dep]))
             elif dep not in done:
                 done.add(dep)
                 walk(dep, path + [dep], done)
@@ -189,9 +206,11 @@ def test_the_library_modules_import_each_other_without_a_cycle():
 
 
 def test_importing_duck_imports_no_table_writer():
-    code = ("import sys, pipeline.duck; pipeline.duck.table_schemas(); "
-            "print(','.join(m for m in ('pipeline.datasets', 'pipeline.labels', 'pipeline.games') "
-            "if m in sys.modules))")
+    code = (
+        "import sys, pipeline.duck; pipeline.duck.table_schemas(); "
+        "print(','.join(m for m in ('pipeline.datasets', 'pipeline.labels', 'pipeline.games') "
+        "if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == ""

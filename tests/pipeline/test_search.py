@@ -114,8 +114,11 @@ def test_search_only_ever_returns_legal_moves():
         for board in _positions(40, seed=10 + depth):
             assert search.search(board).move in board.legal_moves, board.fen()
     # Special moves: en passant, castling and under-promotion positions.
-    for fen in ["rnbqkbnr/ppp1p1pp/8/3pPp2/8/8/PPPP1PPP/RNBQKBNR w KQkq f6 0 3",
-                "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1", "8/1P4k1/8/8/8/8/6K1/8 w - - 0 1"]:
+    for fen in [
+        "rnbqkbnr/ppp1p1pp/8/3pPp2/8/8/PPPP1PPP/RNBQKBNR w KQkq f6 0 3",
+        "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1",
+        "8/1P4k1/8/8/8/8/6K1/8 w - - 0 1",
+    ]:
         board = chess.Board(fen)
         assert AlphaBeta(ev, depth=2).search(board).move in board.legal_moves
 

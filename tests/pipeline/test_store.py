@@ -5,10 +5,23 @@ import pytest
 from pipeline.store import Store, partition_key
 
 
-@pytest.mark.parametrize("rel", [
-    "games.pgn.zst", "a b.pgn", "a_b.pgn", "../../etc/passwd.pgn", "x/../../y.pgn", "dir/sub/f.pgn",
-    "dir__sub__f.pgn", "ünïcode.pgn", "a,b|c[d].pgn", "...pgn", "a...b.pgn", "x" * 300 + ".pgn",
-])
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "games.pgn.zst",
+        "a b.pgn",
+        "a_b.pgn",
+        "../../etc/passwd.pgn",
+        "x/../../y.pgn",
+        "dir/sub/f.pgn",
+        "dir__sub__f.pgn",
+        "ünïcode.pgn",
+        "a,b|c[d].pgn",
+        "...pgn",
+        "a...b.pgn",
+        "x" * 300 + ".pgn",
+    ],
+)
 def test_partition_keys_are_safe(rel):
     key = partition_key(rel)
     assert key and len(key) <= 140
@@ -17,8 +30,17 @@ def test_partition_keys_are_safe(rel):
 
 
 def test_partition_keys_do_not_clash():
-    names = ["a b.pgn", "a_b.pgn", "a?b.pgn", "dir/sub/f.pgn", "dir__sub__f.pgn", "dir/sub__f.pgn",
-             "g.pgn", "g.pgn.zst", "G.pgn"]
+    names = [
+        "a b.pgn",
+        "a_b.pgn",
+        "a?b.pgn",
+        "dir/sub/f.pgn",
+        "dir__sub__f.pgn",
+        "dir/sub__f.pgn",
+        "g.pgn",
+        "g.pgn.zst",
+        "G.pgn",
+    ]
     keys = [partition_key(n) for n in names]
     assert len(set(keys)) == len(keys)
     assert partition_key("games.pgn.zst") == "games.pgn.zst"  # safe names stay readable
@@ -106,10 +128,16 @@ def test_a_killed_copy_leaves_no_archive_and_its_temp_file_goes_later(tmp_path):
     big = tmp_path / "big.pgn"
     with open(big, "wb") as f:  # large enough that the copy is caught in the middle
         f.write(PGN.encode() * (400_000_000 // len(PGN)))
-    child = subprocess.Popen([sys.executable, "-c",
-                              "import sys; from pipeline.store import Store; "
-                              "Store(__import__('pathlib').Path(sys.argv[1])).add_archive(sys.argv[2], copy=True)",
-                              str(store.root), str(big)])
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pipeline.store import Store; "
+            "Store(__import__('pathlib').Path(sys.argv[1])).add_archive(sys.argv[2], copy=True)",
+            str(store.root),
+            str(big),
+        ]
+    )
     deadline = time.monotonic() + 60
     while not list(store.archives_dir.glob(".*.tmp")):
         assert child.poll() is None and time.monotonic() < deadline, "the copy ended before it could be killed"
@@ -152,10 +180,18 @@ def test_symlink_loops_are_walked_once_and_each_file_counted_once(tmp_path):
     (store.archives_dir / "hard.pgn").hardlink_to(store.archives_dir / "x.pgn")
     start = time.monotonic()
     # In a child process with a timeout: a walk that follows the loops runs for minutes.
-    out = subprocess.run([sys.executable, "-c",
-                          "import sys, json; from pathlib import Path; from pipeline.store import Store; "
-                          "print(json.dumps(sorted(Store(Path(sys.argv[1])).find_archives())))", str(store.root)],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, json; from pathlib import Path; from pipeline.store import Store; "
+            "print(json.dumps(sorted(Store(Path(sys.argv[1])).find_archives())))",
+            str(store.root),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     # hard.pgn and x.pgn are one real file: it counts once, under the first name in order.
     assert json.loads(out.stdout) == sorted(["hard.pgn", partition_key("sub/y.pgn")])

@@ -5,15 +5,24 @@ import chess.engine
 import pytest
 
 from pipeline.engine import EnginePool, Limit
-from pipeline.suites import (EpdPosition, SuiteError, is_sts, kaufman_delta_cp, load_epd, score_suite, solved,
-                             sts_points, sts_theme)
+from pipeline.suites import (
+    EpdPosition,
+    SuiteError,
+    is_sts,
+    kaufman_delta_cp,
+    load_epd,
+    score_suite,
+    solved,
+    sts_points,
+    sts_theme,
+)
 
 STS_LINES = (
     '1kr5/3n4/q3p2p/p2n2p1/PppB1P2/5BP1/1P2Q2P/3R2K1 w - - bm f5; id "STS(v1.0) Undermine.001"; '
     'c0 "f5=10, Be5+=2, Bf2=3, Bg4=2"; c7 "f5 Be5+ Bf2 Bg4"; c8 "10 2 3 2"; c9 "f4f5 d4e5 d4f2 f3g4";\r\n'
     '1n5k/3q3p/pp1p2pB/5r2/1PP1Qp2/P6P/6P1/2R3K1 w - - bm c5; id "STS(v1.0) Undermine.002"; '
     'c0 "c5=10, Qd4+=4, b5=4, g4=3"; c7 "c5 Qd4+ b5 g4"; c8 "10 4 4 3"; c9 "c4c5 e4d4 b4b5 g2g4";\r\n'
-    '# a comment line\r\n'
+    "# a comment line\r\n"
 )
 
 
@@ -23,8 +32,7 @@ def test_sts_points_by_hand(tmp_path):
     positions = load_epd(path)
     assert len(positions) == 2 and is_sts(positions)
     first, second = positions
-    assert first.points == {chess.Move.from_uci(u): p for u, p in
-                            (("f4f5", 10), ("d4e5", 2), ("d4f2", 3), ("f3g4", 2))}
+    assert first.points == {chess.Move.from_uci(u): p for u, p in (("f4f5", 10), ("d4e5", 2), ("d4f2", 3), ("f3g4", 2))}
     # c0 alone (SAN) gives the same points as c8 + c9 (UCI).
     assert sts_points(first.board, {"c0": first.ops["c0"]}) == first.points
     moves = [chess.Move.from_uci("d4f2"), chess.Move.from_uci("g1h1")]  # 3 points, then 0
@@ -140,12 +148,21 @@ def test_a_public_collection_loads_with_each_bad_line_counted(tmp_path):
     assert by_id["full fen"].board.fen() == chess.Board().fen() and by_id["full fen"].comment == ""
     promo = by_id["promotion"]
     assert promo.comment is None and promo.points == {
-        chess.Move.from_uci("e7e8q"): 10, chess.Move.from_uci("e7e8n"): 2, chess.Move.from_uci("g2f3"): 1}
+        chess.Move.from_uci("e7e8q"): 10,
+        chess.Move.from_uci("e7e8n"): 2,
+        chess.Move.from_uci("g2f3"): 1,
+    }
     assert by_id["uci points"].points == {chess.Move.from_uci("e2e4"): 10, chess.Move.from_uci("d2d4"): 8}
     assert is_sts(suite.positions)
     # Scoring: e4 solves the bm list; the am position is solved by anything but Rd1.
-    board_moves = {"openings.001": "e2e4", "position 03": "c2e4", "id only": "c8d8", "full fen": "b1c3",
-                   "promotion": "e7e8q", "uci points": "d2d4"}
+    board_moves = {
+        "openings.001": "e2e4",
+        "position 03": "c2e4",
+        "id only": "c8d8",
+        "full fen": "b1c3",
+        "promotion": "e7e8q",
+        "uci points": "d2d4",
+    }
     s = score_suite(suite.positions, [chess.Move.from_uci(board_moves[i]) for i in ids])
     assert (s.points, s.max_points, s.pointed) == (18, 20, 2)
     assert (s.solved, s.scored) == (3, 3)  # openings.001, position 03 and full fen (bm Nc3)
@@ -156,8 +173,19 @@ def test_a_public_collection_loads_with_each_bad_line_counted(tmp_path):
 
 def test_a_comment_that_only_looks_like_sts_points():
     board = chess.Board()
-    for c0 in ("", "12", "Kasparov-Topalov", "1. e4 e5, a classic", "best=10 or so", "e4=ten", "R=4, ply=0",
-               "Elo=2700", "a=1"):
+    for c0 in (
+        "",
+        "12",
+        "Kasparov-Topalov",
+        "1. e4 e5, a classic",
+        "best=10 or so",
+        "e4=ten",
+        "R=4, ply=0",
+        "Elo=2700",
+        "a=1",
+    ):
         assert sts_points(board, {"c0": c0}) == {}, c0
-    assert sts_points(board, {"c0": " e4 = 10 ,Nf3=7, "}) == {chess.Move.from_uci("e2e4"): 10,
-                                                            chess.Move.from_uci("g1f3"): 7}
+    assert sts_points(board, {"c0": " e4 = 10 ,Nf3=7, "}) == {
+        chess.Move.from_uci("e2e4"): 10,
+        chess.Move.from_uci("g1f3"): 7,
+    }

@@ -12,8 +12,7 @@ from torch import nn
 
 from pipeline.datasets import DATASETS
 from training.encoders import ENCODERS
-from training.models import (ACTIVATIONS, CNN, MLP, PRESETS, Activation, ModelKind, ModelSpec, OptimizerName,
-                             build_model)
+from training.models import ACTIVATIONS, CNN, MLP, PRESETS, Activation, ModelKind, ModelSpec, OptimizerName, build_model
 from training.train import TrainConfig, _optimizer, main, resolve_device
 
 VALID = {"kind": ("mlp", "cnn"), "activation": ("relu", "elu"), "optimizer": ("adam", "sgd")}
@@ -65,10 +64,15 @@ def test_optimizer_refuses_an_unknown_name_instead_of_returning_adam():
     assert type(sgd) is torch.optim.SGD and sgd.defaults["nesterov"] and sgd.defaults["momentum"] == 0.9
 
 
-@pytest.mark.parametrize("field,bad,valid", [
-    ("dataset", "sabatelli_3clas", list(DATASETS)), ("model", "mlp4", list(PRESETS)),
-    ("encoder", "bitmap786", list(ENCODERS)), ("device", "gpu", ["auto", "cpu", "cuda"]),
-])
+@pytest.mark.parametrize(
+    "field,bad,valid",
+    [
+        ("dataset", "sabatelli_3clas", list(DATASETS)),
+        ("model", "mlp4", list(PRESETS)),
+        ("encoder", "bitmap786", list(ENCODERS)),
+        ("device", "gpu", ["auto", "cpu", "cuda"]),
+    ],
+)
 def test_train_config_refuses_a_misspelled_choice_naming_the_valid_values(field, bad, valid):
     with pytest.raises(ValueError) as e:
         TrainConfig(**{field: bad})
@@ -76,10 +80,15 @@ def test_train_config_refuses_a_misspelled_choice_naming_the_valid_values(field,
     TrainConfig(**{field: valid[-1]})  # every valid value is taken
 
 
-@pytest.mark.parametrize("flag,bad,valid", [
-    ("--dataset", "sabatelli_3clas", list(DATASETS)), ("--model", "mlp4", list(PRESETS)),
-    ("--encoder", "bitmap786", list(ENCODERS)), ("--device", "gpu", ["auto", "cpu", "cuda"]),
-])
+@pytest.mark.parametrize(
+    "flag,bad,valid",
+    [
+        ("--dataset", "sabatelli_3clas", list(DATASETS)),
+        ("--model", "mlp4", list(PRESETS)),
+        ("--encoder", "bitmap786", list(ENCODERS)),
+        ("--device", "gpu", ["auto", "cpu", "cuda"]),
+    ],
+)
 def test_the_training_cli_refuses_a_misspelled_choice_naming_the_valid_values(flag, bad, valid, capsys, tmp_path):
     with pytest.raises(SystemExit) as e:
         main(["--store", str(tmp_path / "store"), flag, bad])

@@ -13,8 +13,12 @@ CASTLE_BITS = ((chess.BB_H1, 1), (chess.BB_A1, 2), (chess.BB_H8, 4), (chess.BB_A
 def batch_of(*boards: chess.Board, mirrored=None) -> Batch:
     planes, stm, castling = [], [], []
     for b in boards:
-        raw = b"".join(int(b.pieces_mask(chess.Piece.from_symbol(s).piece_type, chess.Piece.from_symbol(s).color))
-                       .to_bytes(8, "little") for s in PLANE_ORDER)
+        raw = b"".join(
+            int(b.pieces_mask(chess.Piece.from_symbol(s).piece_type, chess.Piece.from_symbol(s).color)).to_bytes(
+                8, "little"
+            )
+            for s in PLANE_ORDER
+        )
         planes.append(np.frombuffer(raw, dtype=np.uint8))
         stm.append(b.turn)
         castling.append(sum(bit for sq, bit in CASTLE_BITS if b.castling_rights & sq))
@@ -84,8 +88,10 @@ def test_piece_list_coordinates():
 def _feature_facts(board: chess.Board):
     """What the feature planes must say, from python-chess."""
     pins = {sq for sq in chess.SQUARES if board.piece_at(sq) and board.is_pinned(board.piece_at(sq).color, sq)}
-    centre = {sq: (len(board.attackers(chess.WHITE, sq)) - len(board.attackers(chess.BLACK, sq))) / 4
-              for sq in (chess.C4, chess.D4, chess.E4, chess.C5, chess.D5, chess.E5)}
+    centre = {
+        sq: (len(board.attackers(chess.WHITE, sq)) - len(board.attackers(chess.BLACK, sq))) / 4
+        for sq in (chess.C4, chess.D4, chess.E4, chess.C5, chess.D5, chess.E5)
+    }
     weight = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9, chess.KING: 10}
     f2 = -sum(weight[board.piece_type_at(s)] for s in board.attackers(chess.BLACK, chess.F2)) / 10
     f7 = sum(weight[board.piece_type_at(s)] for s in board.attackers(chess.WHITE, chess.F7)) / 10

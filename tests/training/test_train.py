@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from pipeline.datasets import SplitConfig, build_dataset, dataset_dir
+from tests.stores import first_games, labelled_store
 from training.data import LoaderConfig, ParquetBatches
 from training.encoders import get_encoder
 from training.models import PRESETS, build_model
 from training.train import TrainConfig, load_model, train
-from tests.stores import first_games, labelled_store
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +29,14 @@ def store(tmp_path_factory, stockfish, fics_2022):
 def _numbered(tmp_path, rows=1000, group=64):
     """A split file whose targets number its rows, in small row groups."""
     planes = pa.array([bytes([i % 256]) * 96 for i in range(rows)], type=pa.binary(96))
-    t = pa.table({"planes": planes, "side_to_move": ["w"] * rows, "castling": pa.array([0] * rows, pa.uint8()),
-                  "target": pa.array(np.arange(rows, dtype=np.float64))})
+    t = pa.table(
+        {
+            "planes": planes,
+            "side_to_move": ["w"] * rows,
+            "castling": pa.array([0] * rows, pa.uint8()),
+            "target": pa.array(np.arange(rows, dtype=np.float64)),
+        }
+    )
     path = tmp_path / "train.parquet"
     pq.write_table(t, path, row_group_size=group)
     return path
@@ -47,8 +53,9 @@ def test_loader_gives_every_row_once_per_epoch_deterministically_in_bounded_memo
     other_epoch = [b.target.tolist() for b in a.epoch(1)]
     other_seed = [b.target.tolist() for b in ParquetBatches(path, cfg, seed=2).epoch(0)]
     assert first == again and first != other_epoch and first != other_seed
-    in_order = [x for b in ParquetBatches(path, LoaderConfig(batch_size=64, shuffle=False)).epoch(0)
-                for x in b.target.tolist()]
+    in_order = [
+        x for b in ParquetBatches(path, LoaderConfig(batch_size=64, shuffle=False)).epoch(0) for x in b.target.tolist()
+    ]
     assert in_order == list(range(1000))
     assert len(ParquetBatches(path, cfg, limit=120)) == 3
 
@@ -77,8 +84,16 @@ def _weights(path):
 
 
 def test_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(store, tmp_path):
-    base = dict(store=str(store.root), dataset="sabatelli_3class", model="mlp3", encoder="bitmap768",
-                batch_size=16, patience=10, threads=1, device="cpu")
+    base = dict(
+        store=str(store.root),
+        dataset="sabatelli_3class",
+        model="mlp3",
+        encoder="bitmap768",
+        batch_size=16,
+        patience=10,
+        threads=1,
+        device="cpu",
+    )
     whole = train(TrainConfig(**base, epochs=3, out=str(tmp_path / "whole")), log=lambda s: None)
     train(TrainConfig(**base, epochs=1, out=str(tmp_path / "parts")), log=lambda s: None)
     resumed = train(TrainConfig(**base, epochs=3, out=str(tmp_path / "parts")), log=lambda s: None)
@@ -92,34 +107,58 @@ def test_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(store, tmp_pa
     assert "accuracy" in whole.test and len(whole.test["confusion"]) == 3
 
 
-@pytest.mark.parametrize("model,encoder,dataset", [("cnn", "algebraic", "sabatelli_3class"),
-                                                   ("cnn_features", "features", "sabatelli_3class"),
-                                                   ("lubeck", "piece_list", "lubeck_wdl"),
-                                                   ("mlp_regression", "bitmap773", "lubeck_wdl")])
+@pytest.mark.parametrize(
+    "model,encoder,dataset",
+    [
+        ("cnn", "algebraic", "sabatelli_3class"),
+        ("cnn_features", "features", "sabatelli_3class"),
+        ("lubeck", "piece_list", "lubeck_wdl"),
+        ("mlp_regression", "bitmap773", "lubeck_wdl"),
+    ],
+)
 def test_other_architectures_train(store, tmp_path, model, encoder, dataset):
-    r = train(TrainConfig(store=str(store.root), dataset=dataset, model=model, encoder=encoder, epochs=1,
-                          batch_size=32, hidden=(64, 64) if model != "cnn" else (), device="cpu",
-                          out=str(tmp_path / model)), log=lambda s: None)
+    r = train(
+        TrainConfig(
+            store=str(store.root),
+            dataset=dataset,
+            model=model,
+            encoder=encoder,
+            epochs=1,
+            batch_size=32,
+            hidden=(64, 64) if model != "cnn" else (),
+            device="cpu",
+            out=str(tmp_path / model),
+        ),
+        log=lambda s: None,
+    )
     assert r.test["rows"] > 0 and np.isfinite(r.test["loss"])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine (CPU-only torch build)")
 def test_cuda_training_path(store, tmp_path):
-    r = train(TrainConfig(store=str(store.root), dataset="sabatelli_3class", epochs=1, device="cuda",
-                          out=str(tmp_path / "cuda")), log=lambda s: None)
+    r = train(
+        TrainConfig(
+            store=str(store.root), dataset="sabatelli_3class", epochs=1, device="cuda", out=str(tmp_path / "cuda")
+        ),
+        log=lambda s: None,
+    )
     assert r.device.startswith("cuda") and r.test["rows"] > 0
 
 
-@pytest.mark.parametrize("dataset,model,encoder", [("sabatelli_3class", "mlp3", "features"),
-                                                   ("lubeck_wdl", "lubeck", "bitmap768")])
+@pytest.mark.parametrize(
+    "dataset,model,encoder", [("sabatelli_3class", "mlp3", "features"), ("lubeck_wdl", "lubeck", "bitmap768")]
+)
 def test_network_evaluator_scores_boards_as_the_model_saw_its_rows(store, tmp_path, dataset, model, encoder):
     """Boards from python-chess, encoded at play time, get the score the model gives the same
     positions read by the training loader (mirrored Black-to-move rows for side-to-move data)."""
     from pipeline.encoding import board_from_row
     from training.evaluator import WDL_SCALE, NetworkEvaluator
 
-    r = train(TrainConfig(store=str(store.root), dataset=dataset, model=model, encoder=encoder, epochs=1,
-                          out=str(tmp_path / "run")))
+    r = train(
+        TrainConfig(
+            store=str(store.root), dataset=dataset, model=model, encoder=encoder, epochs=1, out=str(tmp_path / "run")
+        )
+    )
     ck = torch.load(r.checkpoint, weights_only=False)
     assert ck["dataset"]["pov"] == ("side_to_move" if dataset.startswith("sabatelli") else "white")
     ev = NetworkEvaluator(r.checkpoint)
@@ -130,8 +169,12 @@ def test_network_evaluator_scores_boards_as_the_model_saw_its_rows(store, tmp_pa
         p = torch.softmax(ev.model(get_encoder(encoder)(batch)), dim=1).numpy()
     expected = WDL_SCALE * (p[:, 2] - p[:, 0])  # win minus loss, from the row's point of view
     rows = pq.read_table(path).slice(0, 64).to_pylist()
-    boards = [board_from_row(x["planes"], x["side_to_move"], x["castling"], x["ep_square"], x["halfmove_clock"],
-                             x["fullmove_number"]) for x in rows]
+    boards = [
+        board_from_row(
+            x["planes"], x["side_to_move"], x["castling"], x["ep_square"], x["halfmove_clock"], x["fullmove_number"]
+        )
+        for x in rows
+    ]
     got = ev.evaluate(boards)
     black = np.array([x["side_to_move"] == "b" for x in rows])
     assert black.any() and (~black).any()
