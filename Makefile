@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 
-.PHONY: install demo test test-fast ui bench clean clean-store
+.PHONY: install demo test test-fast lint ui bench clean clean-store
 
 install: $(STAMP)
 	@scripts/install_stockfish.sh
@@ -13,12 +13,13 @@ install: $(STAMP)
 	compiler and the Python headers (Debian: apt-get install build-essential python3-dev), then \
 	run: rm $(STAMP); make install" >&2
 
-$(STAMP): pyproject.toml setup.py pipeline/_replay.c
+$(STAMP): pyproject.toml requirements.lock setup.py pipeline/_replay.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first and pinned: the CPU wheel on these machines, never a CUDA download.
 	$(BIN)/python -m pip install -q "torch==2.13.0"
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	# Every other package at the exact version of requirements.lock.
+	$(BIN)/python -m pip install -q -c requirements.lock -e ".[dev]"
 	touch $(STAMP)
 
 demo: install
@@ -30,6 +31,11 @@ test: install
 # The fast tier: no Stockfish, no ../shared/data (tests/conftest.py marks the tests needing them slow).
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# ruff: lint (pyproject's [tool.ruff]) and formatting, as CI checks them before the tests.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 ui: install
 	$(BIN)/chess-pipeline ui
