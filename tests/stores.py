@@ -38,3 +38,21 @@ def first_games(source: Path, n: int, dest: Path) -> str:
     text = "\n\n".join(texts) + "\n"
     dest.write_text(text)
     return text
+
+
+def materialize_archive(instance, store: Store, key: str, **kw):
+    """The ingest multi-asset of one archive partition, through Dagster, in instance."""
+    import dagster as dg
+
+    from assets.ingest import archive_tables
+    from assets.partitions import archives_partitions
+    from assets.resources import StoreResource
+
+    instance.add_dynamic_partitions(archives_partitions.name, [key])
+    return dg.materialize(
+        [archive_tables],
+        partition_key=key,
+        instance=instance,
+        resources={"store": StoreResource(root=str(store.root))},
+        **kw,
+    )

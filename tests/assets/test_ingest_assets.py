@@ -16,22 +16,12 @@ from assets.sensors import archives_sensor
 from pipeline.archive import open_archive
 from pipeline.ingest import TABLES
 from pipeline.store import Store
+from tests.stores import materialize_archive
 
 
 @pytest.fixture
 def store(tmp_path):
     return Store(tmp_path / "store").ensure()
-
-
-def _materialize(instance, store, key, **kw):
-    instance.add_dynamic_partitions(archives_partitions.name, [key])
-    return dg.materialize(
-        [archive_tables],
-        partition_key=key,
-        instance=instance,
-        resources={"store": StoreResource(root=str(store.root))},
-        **kw,
-    )
 
 
 def _digest(path):
@@ -40,7 +30,7 @@ def _digest(path):
 
 def test_materialize_partition_reconciles_and_is_reproducible(instance, store, fics_2022):
     key = store.add_archive(fics_2022)
-    result = _materialize(instance, store, key)
+    result = materialize_archive(instance, store, key)
     assert result.success
     checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
     assert checks["reconciles_with_file"].passed and checks["one_position_per_ply"].passed
@@ -77,7 +67,7 @@ def test_materialize_partition_reconciles_and_is_reproducible(instance, store, f
         assert con.sql("SELECT DISTINCT source FROM games").fetchall() == [("fics",)]
     # Re-materialising gives byte-identical files, whatever the number of workers (the first
     # run used one per core, this one parses in the run's own process).
-    assert _materialize(
+    assert materialize_archive(
         instance, store, key, run_config={"ops": {"archive_tables": {"config": {"workers": 1}}}}
     ).success
     assert {t: _digest(p) for t, p in files.items()} == first
@@ -85,13 +75,13 @@ def test_materialize_partition_reconciles_and_is_reproducible(instance, store, f
 
 def test_broken_archive_fails_only_its_partition(instance, store, fics_search, tmp_path):
     good = store.add_archive(fics_search)
-    assert _materialize(instance, store, good).success
+    assert materialize_archive(instance, store, good).success
     before = {t: _digest(store.partition_file(t, good)) for t in TABLES}
     data = fics_search.read_bytes()
     bad_file = tmp_path / "broken.pgn.zst"
     bad_file.write_bytes(data[: len(data) // 2])
     bad = store.add_archive(bad_file)
-    result = _materialize(instance, store, bad, raise_on_error=False)
+    result = materialize_archive(instance, store, bad, raise_on_error=False)
     assert not result.success
     assert "zstd stream is truncated" in failure_message(result)
     for t in TABLES:  # no half-written files, and no empty partition folders either

@@ -4,18 +4,9 @@ import logging
 
 import dagster as dg
 
-from assets.ingest import archive_tables
-from assets.partitions import archives_partitions
-from assets.resources import StoreResource
 from pipeline.store import Store
 from tests.pipeline.test_hostile_archives import BOM, _game, _unclosed_archive
-
-
-def _materialize(instance, store, key):
-    instance.add_dynamic_partitions(archives_partitions.name, [key])
-    return dg.materialize(
-        [archive_tables], partition_key=key, instance=instance, resources={"store": StoreResource(root=str(store.root))}
-    )
+from tests.stores import materialize_archive
 
 
 def _games_metadata(result):
@@ -31,7 +22,7 @@ def test_games_lost_in_an_unclosed_comment_are_logged_and_fail_the_reconciliatio
     path = tmp_path / "unclosed.pgn"
     path.write_text(text)
     store = Store(tmp_path / "store").ensure()
-    result = _materialize(instance, store, store.add_archive(path))
+    result = materialize_archive(instance, store, store.add_archive(path))
     assert result.success
     [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "reconciles_with_file"]
     assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
@@ -48,7 +39,7 @@ def test_an_archive_with_a_byte_order_mark_reconciles(instance, tmp_path):
     path = tmp_path / "bom.pgn"
     path.write_bytes(BOM + "".join(_game(i) + "\n" for i in range(3)).encode())
     store = Store(tmp_path / "store").ensure()
-    result = _materialize(instance, store, store.add_archive(path))
+    result = materialize_archive(instance, store, store.add_archive(path))
     [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "reconciles_with_file"]
     meta = {k: v.value for k, v in check.metadata.items()}
     assert check.passed and (meta["games"], meta["rejected"]) == (3, 0), meta
@@ -64,15 +55,7 @@ def test_a_truncated_bz2_fails_the_run_with_the_one_clear_line_the_cli_prints(in
     path = tmp_path / "cut.pgn.bz2"
     path.write_bytes(blob[: len(blob) // 2])
     store = Store(tmp_path / "store").ensure()
-    key = store.add_archive(path)
-    instance.add_dynamic_partitions(archives_partitions.name, [key])
-    result = dg.materialize(
-        [archive_tables],
-        partition_key=key,
-        instance=instance,
-        raise_on_error=False,
-        resources={"store": StoreResource(root=str(store.root))},
-    )
+    result = materialize_archive(instance, store, store.add_archive(path), raise_on_error=False)
     assert not result.success
     message = failure_message(result)
     assert message.startswith("cut.pgn.bz2: bzip2 stream is truncated") and "download or copy it again" in message

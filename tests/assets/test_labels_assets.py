@@ -11,6 +11,7 @@ from assets.resources import StockfishResource, StoreResource
 from pipeline.duck import memory_connection
 from pipeline.ingest import IngestConfig, ingest_archive
 from pipeline.store import Store
+from tests.stores import materialize_archive
 
 GAMES = (
     '[Event "x"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bb5 a6 4. Ba4 Nf6 *\n\n'
@@ -108,9 +109,6 @@ def _epds(text: str) -> set[str]:
 def test_labels_automation_labels_only_the_new_archive_within_a_budget(instance, tmp_path, monkeypatch, stockfish):
     """The sensor's run after an ingest is restricted to the archive just ingested and bounded,
     not a run over the whole backlog; CHESS_PIPELINE_AUTO_LABEL=off stops it."""
-    from assets.ingest import archive_tables
-    from assets.partitions import archives_partitions
-
     st = Store(tmp_path / "auto").ensure()
     monkeypatch.setenv("CHESS_PIPELINE_HOME", str(st.root))
     monkeypatch.setenv("CHESS_PIPELINE_AUTO_LABEL_MINUTES", "5")
@@ -121,13 +119,7 @@ def test_labels_automation_labels_only_the_new_archive_within_a_budget(instance,
         path = tmp_path / name
         path.write_text(text)
         key = st.add_archive(path)
-        instance.add_dynamic_partitions(archives_partitions.name, [key])
-        assert dg.materialize(
-            [archive_tables],
-            partition_key=key,
-            instance=instance,
-            resources={"store": StoreResource(root=str(st.root))},
-        ).success
+        assert materialize_archive(instance, st, key).success
         return key
 
     def tick(cursor):

@@ -64,15 +64,16 @@ def test_optimizer_refuses_an_unknown_name_instead_of_returning_adam():
     assert type(sgd) is torch.optim.SGD and sgd.defaults["nesterov"] and sgd.defaults["momentum"] == 0.9
 
 
-@pytest.mark.parametrize(
-    "field,bad,valid",
-    [
-        ("dataset", "sabatelli_3clas", list(DATASETS)),
-        ("model", "mlp4", list(PRESETS)),
-        ("encoder", "bitmap786", list(ENCODERS)),
-        ("device", "gpu", ["auto", "cpu", "cuda"]),
-    ],
-)
+MISSPELLED = [
+    ("dataset", "sabatelli_3clas", list(DATASETS)),
+    ("model", "mlp4", list(PRESETS)),
+    ("encoder", "bitmap786", list(ENCODERS)),
+    ("device", "gpu", ["auto", "cpu", "cuda"]),
+]
+"""TrainConfig fields (and so `python -m training.train` flags), a misspelling, the valid values."""
+
+
+@pytest.mark.parametrize("field,bad,valid", MISSPELLED)
 def test_train_config_refuses_a_misspelled_choice_naming_the_valid_values(field, bad, valid):
     with pytest.raises(ValueError) as e:
         TrainConfig(**{field: bad})
@@ -80,18 +81,10 @@ def test_train_config_refuses_a_misspelled_choice_naming_the_valid_values(field,
     TrainConfig(**{field: valid[-1]})  # every valid value is taken
 
 
-@pytest.mark.parametrize(
-    "flag,bad,valid",
-    [
-        ("--dataset", "sabatelli_3clas", list(DATASETS)),
-        ("--model", "mlp4", list(PRESETS)),
-        ("--encoder", "bitmap786", list(ENCODERS)),
-        ("--device", "gpu", ["auto", "cpu", "cuda"]),
-    ],
-)
-def test_the_training_cli_refuses_a_misspelled_choice_naming_the_valid_values(flag, bad, valid, capsys, tmp_path):
+@pytest.mark.parametrize("field,bad,valid", MISSPELLED)
+def test_the_training_cli_refuses_a_misspelled_choice_naming_the_valid_values(field, bad, valid, capsys, tmp_path):
     with pytest.raises(SystemExit) as e:
-        main(["--store", str(tmp_path / "store"), flag, bad])
+        main(["--store", str(tmp_path / "store"), f"--{field}", bad])
     assert e.value.code == 2  # argparse's usage error, before anything is read
     err = capsys.readouterr().err
     assert f"invalid choice: {bad!r}" in err and _listed(err, valid)
