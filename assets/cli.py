@@ -20,7 +20,7 @@ import dagster as dg
 from tqdm import tqdm
 
 from pipeline import duck
-from pipeline.engine import find_stockfish
+from pipeline.engine import CP_BOUND, MATE_BOUND, find_stockfish
 from pipeline.selfplay import SelfPlayConfig, play_games
 from pipeline.store import (
     ARCHIVE_SUFFIXES,
@@ -166,11 +166,10 @@ def ingest_keys(
         )
         if on_done is not None:
             on_done(summaries[-1])
-        failures.extend((key, line) for line in failed_check_lines(result, errors_only=True))
-        errors = set(failed_check_lines(result, errors_only=True))
-        for line in failed_check_lines(result, errors_only=False):
-            if line not in errors:  # a WARN check: said, but the archive is ingested
-                print(f"chess-pipeline: note: archive {key}: {line}", file=sys.stderr)
+        errors, warnings = failed_checks(result)
+        failures.extend((key, line) for line in errors)
+        for line in warnings:  # a WARN check: said, but the archive is ingested
+            print(f"chess-pipeline: note: archive {key}: {line}", file=sys.stderr)
     for key, msg in failures:
         print(f"chess-pipeline: archive {key} failed: {msg}", file=sys.stderr)
     if failures:
@@ -264,12 +263,7 @@ def label_positions(store: Store, instance: dg.DagsterInstance, config: dict, wo
     mat = result.get_asset_materialization_events()[0].materialization
     out = {k: v.value for k, v in mat.metadata.items() if not isinstance(v.value, str) or len(v.value) < 200}
     out["checks"] = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    out["check_warnings"] = [
-        line
-        for line in failed_check_lines(result, errors_only=False)
-        if line not in failed_check_lines(result, errors_only=True)
-    ]
-    out["check_errors"] = failed_check_lines(result, errors_only=True)
+    out["check_errors"], out["check_warnings"] = failed_checks(result)
     return out
 
 
@@ -283,7 +277,8 @@ CHECK_ADVICE = {
         f"{m['max_score']}; {m.get('out_of_range_this_run') or 'none'} by this run"
         f"{'' if m.get('out_of_range_this_run') else ', so written before labels were validated'}): "
         f'do not train on them; `chess-pipeline sql "SELECT run_id, count(*) FROM labels '
-        f'WHERE abs(cp) >= 30000 OR (cp IS NULL) = (mate IS NULL) GROUP BY 1"` names the runs that wrote them'
+        f'WHERE abs(cp) >= {CP_BOUND} OR abs(mate) > {MATE_BOUND} OR (cp IS NULL) = (mate IS NULL) GROUP BY 1"` '
+        "names the runs that wrote them"
     ),
     "no_duplicate_labels": lambda m: (
         f"{m['duplicates']:,} position(s) labelled twice under {m['setting']}: two runs labelled the same shard; "
@@ -304,20 +299,21 @@ CHECK_ADVICE = {
 """What a failed check means and what to do, from its metadata (one line each)."""
 
 
-def failed_check_lines(result, errors_only: bool) -> list[str]:
-    """One line per asset check of the run that did not pass (only those of ERROR severity
-    with errors_only): the check, the asset, what its metadata says and what to do."""
-    lines = []
+def failed_checks(result) -> tuple[list[str], list[str]]:
+    """One line per asset check of the run that did not pass, (those of ERROR severity, the
+    rest): the check, the asset, what its metadata says and what to do."""
+    errors, warnings = [], []
     for e in result.get_asset_check_evaluations():
-        if e.passed or (errors_only and e.severity != dg.AssetCheckSeverity.ERROR):
+        if e.passed:
             continue
         meta = {k: v.value for k, v in e.metadata.items()}
         try:
             detail = CHECK_ADVICE[e.check_name](meta)
         except (KeyError, TypeError, ValueError):
             detail = ", ".join(f"{k} {v}" for k, v in meta.items()) or "see the check in the Dagster UI"
-        lines.append(f"check {e.check_name} of {e.asset_key.to_user_string()} did not pass: {detail}")
-    return lines
+        line = f"check {e.check_name} of {e.asset_key.to_user_string()} did not pass: {detail}"
+        (errors if e.severity == dg.AssetCheckSeverity.ERROR else warnings).append(line)
+    return errors, warnings
 
 
 def failure_message(result) -> str:

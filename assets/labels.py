@@ -10,7 +10,7 @@ import dagster as dg
 from assets.config import DescribedConfig
 from assets.metadata import md_table, png_md
 from assets.resources import StockfishResource, StoreResource
-from pipeline.engine import Limit, LimitKind
+from pipeline.engine import CP_BOUND, MATE_BOUND, Limit, LimitKind
 from pipeline.labels import (
     ORDERS,
     SHARDS,
@@ -85,7 +85,8 @@ def _fmt_eta(seconds) -> str:
         dg.AssetCheckSpec(
             "scores_in_range",
             asset="labels",
-            description="exactly one of cp / mate, |cp| < 30000, mate scores consistent, depth "
+            description=f"exactly one of cp / mate, |cp| < {CP_BOUND}, |mate| <= {MATE_BOUND}, mate scores "
+            "consistent, depth "
             "within the limit (ERROR when this run wrote such a label: the CLI fails; "
             "WARN for older labels)",
         ),

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from pipeline.duck import glob_escape, load_sql, memory_connection
 from pipeline.engine import LIMIT_KINDS, Limit
-from pipeline.store import PARQUET_OPTIONS, Store, atomic_path
+from pipeline.store import Store, write_parquet
 
 SPLITS = ("train", "val", "test")
 ROW_GROUP = 65_536
@@ -333,9 +333,7 @@ def build_dataset(
             i = table.schema.get_field_index("planes")
             table = table.set_column(i, "planes", table.column("planes").cast(pa.binary(96)))  # as in positions
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), BUILT_KEY: built})
-            path = dataset_dir(store, name) / f"{s}.parquet"
-            with atomic_path(path) as tmp:
-                pq.write_table(table, tmp, row_group_size=ROW_GROUP, **PARQUET_OPTIONS)
+            write_parquet(dataset_dir(store, name) / f"{s}.parquet", table, row_group_size=ROW_GROUP)
     stats.folder = str(dataset_dir(store, name))
     stats.overlap = split_overlap(store, name)
     return stats

@@ -42,7 +42,7 @@ CP_BOUND = 30000
 its mate band (31754), so at most 15265; later versions print tablebase wins as cp
 +/-(20000 - plies). 30000 keeps every cp below the mate scores of `score` (at least
 MATE_SCORE - 2 * MATE_BOUND), so `score` still orders every label; sql/queries/label_checks.sql
-checks the same bounds."""
+takes both bounds as parameters."""
 MATE_BOUND = 250
 """|mate| (moves) must be at most this: Stockfish's MAX_PLY is 246 plies, mate in 123 moves."""
 STALEMATE_FEN = "k7/8/1Q6/8/8/8/8/7K b - - 0 1"

@@ -17,14 +17,13 @@ from pathlib import Path
 
 import chess
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline.duck import load_sql
 from pipeline.engine import EnginePool, Limit
 from pipeline.matches import MatchResult, MatchSpec, play_game, play_match, wilson_interval
 from pipeline.schemas import METRICS_SCHEMA, RESULTS_SCHEMA
 from pipeline.search import AlphaBeta, Evaluator, RandomPlayer, SearchPlayer, StockfishPlayer
-from pipeline.store import PARQUET_OPTIONS, Store, atomic_path
+from pipeline.store import Store, write_parquet
 from pipeline.suites import (
     DeltaCp,
     EpdFile,
@@ -65,10 +64,7 @@ def write_results(store: Store, asset: str, run_id: str, rows: list[tuple[str, s
         },
         schema=RESULTS_SCHEMA,
     )
-    path = store.root / "evaluation_results" / asset / f"{run_id}.parquet"
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, **PARQUET_OPTIONS)
-    return path
+    return write_parquet(store.root / "evaluation_results" / asset / f"{run_id}.parquet", table)
 
 
 def write_model_metrics(
@@ -88,10 +84,7 @@ def write_model_metrics(
         },
         schema=METRICS_SCHEMA,
     )
-    path = store.root / "model_metrics" / model / f"{run_id}.parquet"
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, **PARQUET_OPTIONS)
-    return path
+    return write_parquet(store.root / "model_metrics" / model / f"{run_id}.parquet", table)
 
 
 def depth_label(depth: int) -> str:

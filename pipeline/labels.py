@@ -29,13 +29,12 @@ from typing import Literal, get_args
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline.duck import load_sql, memory_connection
 from pipeline.encoding import fens_from_columns
-from pipeline.engine import EnginePool, Evaluation, Failure, Job, Limit
+from pipeline.engine import CP_BOUND, MATE_BOUND, EnginePool, Evaluation, Failure, Job, Limit
 from pipeline.schemas import FAILURES_SCHEMA, LABELS_SCHEMA
-from pipeline.store import PARQUET_OPTIONS, STALE_COPY_S, Store, atomic_path, file_lock
+from pipeline.store import STALE_COPY_S, Store, file_lock, write_parquet
 from pipeline.store import remove_stale_tmp as store_remove_stale_tmp
 
 log = logging.getLogger(__name__)
@@ -313,8 +312,7 @@ class _PartWriter:
                 continue
             columns = list(zip(*rows))
             table = pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
-            with atomic_path(folder / name) as tmp:
-                pq.write_table(table, tmp, **PARQUET_OPTIONS)
+            write_parquet(folder / name, table)
             self.parts += 1
             rows.clear()
 
@@ -492,7 +490,8 @@ def integrity(store: Store, setting: Setting, run_id: str = "") -> dict:
     before that validation, or a defect, can break the contract)."""
     with memory_connection(store) as con:
         rows, dups, bad, bad_now, lo, hi = con.execute(
-            load_sql("queries/label_checks"), {**setting.params(), "run_id": run_id}
+            load_sql("queries/label_checks"),
+            {**setting.params(), "run_id": run_id, "cp_bound": CP_BOUND, "mate_bound": MATE_BOUND},
         ).fetchall()[0]
     return {
         "rows": rows,

@@ -20,11 +20,10 @@ import chess
 import chess.pgn
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline.schemas import MATCH_GAMES_SCHEMA
 from pipeline.search import Player
-from pipeline.store import PARQUET_OPTIONS, Store, atomic_path
+from pipeline.store import Store, atomic_path, write_parquet
 from pipeline.suites import EpdPosition
 
 SITE = "chess-pipeline"
@@ -200,8 +199,7 @@ def write_games(store: Store, asset: str, run_id: str, matches: Iterable[MatchRe
         },
         schema=MATCH_GAMES_SCHEMA,
     )
-    with atomic_path(store.root / "match_games" / asset / f"{run_id}.parquet") as tmp:
-        pq.write_table(table, tmp, **PARQUET_OPTIONS)
+    write_parquet(store.root / "match_games" / asset / f"{run_id}.parquet", table)
     return pgn, len(games)
 
 

@@ -605,6 +605,13 @@ def atomic_path(dest: Path):
         os.close(fd)  # drops the lock
 
 
+def write_parquet(path: Path, table: pa.Table, row_group_size: int | None = None) -> Path:
+    """One whole table to path with the store's Parquet options, atomically (atomic_path)."""
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, row_group_size=row_group_size, **PARQUET_OPTIONS)
+    return path
+
+
 def _shorten(name: str, limit: int) -> str:
     while len(os.fsencode(name)) > limit:
         name = name[:-1]

@@ -1,10 +1,11 @@
 -- Integrity of one engine setting's labels: rows, positions labelled more than once,
 -- and rows whose scores break the label contract (in all, and those written by run $run_id).
+-- $cp_bound and $mate_bound are pipeline/engine.py's CP_BOUND and MATE_BOUND.
 WITH setting AS (
     SELECT *, NOT (
         (cp IS NULL) <> (mate IS NULL)
-        AND (cp IS NULL OR (abs(cp) < 30000 AND score = cp))
-        AND (mate IS NULL OR (abs(mate) <= 250 AND abs(score) BETWEEN 31000 AND 32000
+        AND (cp IS NULL OR (abs(cp) < $cp_bound AND score = cp))
+        AND (mate IS NULL OR (abs(mate) <= $mate_bound AND abs(score) BETWEEN 31000 AND 32000
                               AND (mate = 0 OR sign(mate) = sign(score))))
         AND depth >= 0
         AND (limit_kind <> 'depth' OR depth <= limit_value OR mate IS NOT NULL)
