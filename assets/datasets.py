@@ -1,96 +1,58 @@
 """The published systems' training sets: one asset per SQL file in sql/datasets/."""
 
+from dataclasses import fields
+
 import dagster as dg
 
-from assets.config import DescribedConfig
+from assets.config import config_from
 from assets.metadata import png_md
 from assets.resources import StoreResource
-from pipeline.datasets import DATASETS, SPLITS, DatasetStats, Pov, SplitBy, SplitConfig, TargetKind, build_dataset
-from pipeline.engine import LimitKind
+from pipeline.datasets import (
+    DATASETS,
+    SPLITS,
+    DatasetStats,
+    DeepChessParams,
+    HuiParams,
+    LabelSetting,
+    LubeckParams,
+    PieceValuesParams,
+    SabatelliParams,
+    SabatelliRegressionParams,
+    SplitConfig,
+    build_dataset,
+)
 
 GROUP = "datasets"
 MIN_LABEL_COVERAGE = 0.99
 
-_S = DATASETS["sabatelli_3class"].defaults
-_R = DATASETS["sabatelli_regression"].defaults
-_D = DATASETS["deepchess"].defaults
-_L = DATASETS["lubeck_wdl"].defaults
-_H = DATASETS["hui_checkmate"].defaults
-_P = DATASETS["piece_values"].defaults
 
-
-class DatasetConfig(DescribedConfig):
-    seed: int = 0
-    """Seed of the split by game: the same seed always gives the same split."""
-    val_fraction: float = 0.1
-    """Share of games (groups of identical games) in val."""
-    test_fraction: float = 0.1
-    """Share of games in test."""
-    split_by: SplitBy = "game"
-    """game, or position: rows split one by one as the thesis did (repeats straddle splits)."""
-    leakage_guard: bool = True
-    """Remove test and val position keys from train (off only to compare with the thesis)."""
+class DatasetConfig(
+    config_from(SplitConfig, name="SplitSettings", rename={"by": "split_by", "guard": "leakage_guard"})
+):
+    """A dataset's run config: the split (pipeline.datasets.SplitConfig's fields, `by` as
+    `split_by` and `guard` as `leakage_guard`), then the set's SQL parameters (its
+    DatasetSpec.params dataclass's fields, the same names and defaults)."""
 
     def split(self) -> SplitConfig:
-        return SplitConfig(self.seed, self.val_fraction, self.test_fraction, self.split_by, self.leakage_guard)
+        return self.to_dataclass(SplitConfig)
 
     def params(self) -> dict:
-        return self.model_dump(exclude={"seed", "val_fraction", "test_fraction", "split_by", "leakage_guard"})
+        return self.model_dump(exclude=set(DatasetConfig.model_fields))
 
 
-class LabelSettingConfig(DatasetConfig):
-    label_kind: LimitKind = _S["label_kind"]
-    """Label setting the targets come from: depth, nodes or static (as `chess-pipeline label`
-    made them: --depth, --nodes or --static)."""
-    label_value: int = _S["label_value"]
-    """Depth or nodes of that setting (Sabatelli: depth 8); ignored for static."""
-    label_engine: str = _S["label_engine"]
-    """Engine name + version, e.g. 'Stockfish 15.1'; empty: any engine (the deepest label)."""
+def _config(params: type, name: str, base: type = DatasetConfig) -> type:
+    return config_from(
+        params, name=name, base=base, names=[f.name for f in fields(params) if f.name not in base.model_fields]
+    )
 
 
-class SabatelliConfig(LabelSettingConfig):
-    min_elo: int = _S["min_elo"]
-    """Both players rated over this (engine games are always in)."""
-    pov: Pov = _S["pov"]
-    """Whose score: side_to_move (the thesis: every position as if White were to move) or white."""
-
-
-class SabatelliRegressionConfig(SabatelliConfig):
-    clip_cp: int = _R["clip_cp"]
-    """Scores are clipped to +/- this many centipawns, then mapped linearly onto [0, 1]; mates go to 0 / 1."""
-    wp_scale: float = _R["wp_scale"]
-    """win_prob = 1 / (1 + 10^(-cp / wp_scale))."""
-    target_kind: TargetKind = _R["target_kind"]
-    """linear or win_prob: which one is `target` (both are columns)."""
-
-
-class DeepChessConfig(DatasetConfig):
-    sample_seed: int = _D["sample_seed"]
-    """Seed of the random choice of positions within each game."""
-    per_game: int = _D["per_game"]
-    """Positions drawn from each decisive game."""
-    skip_moves: int = _D["skip_moves"]
-    """Never from a game's first moves (DeepChess: 5)."""
-
-
-class LubeckConfig(DatasetConfig):
-    min_avg_elo: int = _L["min_avg_elo"]
-    """Games whose players' average rating is over this (engine games are always in)."""
-
-
-class HuiConfig(DatasetConfig):
-    min_elo: int = _H["min_elo"]
-    """Both players rated over this."""
-    gamestage: float = _H["gamestage"]
-    """Positions from this final share of each game's plies."""
-
-
-class PieceValuesConfig(LabelSettingConfig):
-    min_elo: int = _P["min_elo"]
-    """Both players rated over this (0: every game)."""
-    max_cp: int = _P["max_cp"]
-    """Leave out positions scored beyond +/- this many centipawns (and mates)."""
-
+LabelSettingConfig = _config(LabelSetting, "LabelSettingConfig")
+SabatelliConfig = _config(SabatelliParams, "SabatelliConfig", LabelSettingConfig)
+SabatelliRegressionConfig = _config(SabatelliRegressionParams, "SabatelliRegressionConfig", SabatelliConfig)
+DeepChessConfig = _config(DeepChessParams, "DeepChessConfig")
+LubeckConfig = _config(LubeckParams, "LubeckConfig")
+HuiConfig = _config(HuiParams, "HuiConfig")
+PieceValuesConfig = _config(PieceValuesParams, "PieceValuesConfig", LabelSettingConfig)
 
 CONFIGS = {
     "sabatelli_3class": SabatelliConfig,
@@ -102,6 +64,8 @@ CONFIGS = {
     "hui_checkmate": HuiConfig,
     "piece_values": PieceValuesConfig,
 }
+"""Each dataset's run config; tests/assets/test_derived_config.py checks that each one's
+fields past the split are exactly its DatasetSpec.defaults."""
 
 
 def coverage_text(coverage: float | None, candidates: int) -> str:

@@ -1,12 +1,11 @@
 """Archives -> games, rejected_games, positions (one partition per archive)."""
 
-import time
-
 import dagster as dg
 
-from assets.config import DescribedConfig
+from assets.config import config_from
 from assets.metadata import md_table, png_md
 from assets.partitions import archives_partitions
+from assets.progress import run_progress
 from assets.resources import StoreResource
 from pipeline.duck import create_views
 from pipeline.ingest import IngestConfig, IngestStats, count_games_python_chess, expected_positions, ingest_archive
@@ -15,13 +14,8 @@ from pipeline.plots import games_charts
 GROUP = "ingest"
 
 
-class IngestRunConfig(DescribedConfig):
-    workers: int = 0
-    """Worker processes for this archive; 0 = one per core."""
-    chunk_games: int = 2000
-    """Games per Parquet row group (a multiple of batch_games)."""
-    batch_games: int = 250
-    """Games per unit of work sent to a worker process."""
+IngestRunConfig = config_from(IngestConfig, name="IngestRunConfig")
+"""How archive_tables ingests its archive: pipeline.ingest.IngestConfig's fields."""
 
 
 @dg.multi_asset(
@@ -60,24 +54,23 @@ def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, s
     """
     st = store.get()
     key = context.partition_key
-    path = st.archive_path(key)
-    context.log.info(f"ingesting {path} ({path.stat().st_size:,} bytes) as partition {key}")
-    last = [time.monotonic()]
+    source = st.archive_path(key)
+    reporter = run_progress(context, "games")
 
     def progress(s: IngestStats) -> None:
-        if time.monotonic() - last[0] >= 5:
-            last[0] = time.monotonic()
-            context.log.info(f"{s.games + s.rejected:,} games, {s.plies:,} plies, {s.plies_per_second:,.0f} plies/s")
+        reporter.update(s.games, s.rejected, detail=f" ({s.plies:,} plies, {s.plies_per_second:,.0f} plies/s)")
 
-    stats = ingest_archive(
-        st,
-        key,
-        path,
-        IngestConfig(workers=config.workers, chunk_games=config.chunk_games, batch_games=config.batch_games),
-        progress,
-        on_wait=context.log.warning,
-    )
-    in_file = count_games_python_chess(path)
+    with st.local_archive(key) as path:  # an S3 store's archive is downloaded first
+        context.log.info(f"ingesting {source} ({path.stat().st_size:,} bytes) as partition {key}")
+        stats = ingest_archive(
+            st,
+            key,
+            path,
+            config.to_dataclass(),
+            progress,
+            on_wait=context.log.warning,
+        )
+        in_file = count_games_python_chess(path)
     positions_expected = expected_positions(st, key)
     for warning in stats.notes.warnings:  # e.g. games lost inside an unclosed comment, with the line
         context.log.warning(warning.message)
@@ -89,7 +82,7 @@ def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, s
         asset_key="games",
         metadata={
             "rows": stats.games,
-            "archive": str(path),
+            "archive": str(source),
             "path": dg.MetadataValue.path(str(st.partition_file("games", key))),
             "seconds": round(stats.seconds, 2),
             "plies_per_second": round(stats.plies_per_second),

@@ -1,14 +1,14 @@
 """Resources shared by the asset modules."""
 
-from pathlib import Path
+import dataclasses
 
 import dagster as dg
 from pydantic import PrivateAttr
 
-from assets.config import DescribedResource
-from pipeline.engine import EnginePool, find_stockfish
+from assets.config import DescribedResource, config_from
+from pipeline.engine import EnginePool, EngineSettings
 from pipeline.labels import CALIBRATION_TIMEOUT_S
-from pipeline.store import Store, default_root
+from pipeline.store import Store, store_root
 
 
 class StoreResource(DescribedResource):
@@ -21,58 +21,32 @@ class StoreResource(DescribedResource):
     """Store root folder; empty: CHESS_PIPELINE_HOME, else ./store (read when a run starts)."""
 
     def get(self) -> Store:
-        return Store(Path(self.root).expanduser().resolve() if self.root else default_root()).ensure()
+        return Store(store_root(self.root)).ensure()  # a folder, or s3://bucket/prefix
 
 
-class StockfishResource(DescribedResource):
+class StockfishResource(config_from(EngineSettings, name="StockfishSettings", base=DescribedResource)):
     """Stockfish engines for labelling: a pool of processes spoken to over raw UCI.
 
-    Empty `path` means STOCKFISH_PATH, then `stockfish` on PATH, then /usr/games/stockfish.
+    Its fields are pipeline.engine.EngineSettings' (the pool's parameters). Empty `path` means
+    STOCKFISH_PATH, then `stockfish` on PATH, then /usr/games/stockfish.
     """
-
-    path: str = ""
-    """Engine binary; empty: STOCKFISH_PATH, PATH, /usr/games/stockfish."""
-    workers: int = 0
-    """Engine processes in the pool; 0 = one per core."""
-    threads: int = 1
-    """Search threads per engine (UCI Threads)."""
-    hash_mb: int = 16
-    """Hash table per engine in MB (UCI Hash)."""
-    timeout_s: float = 0.0
-    """A search with no result after this long is stopped (and the engine restarted if it hangs);
-    0 = measured: the labels asset times its limit on a few positions and allows 20x the
-    slowest, at least 2 s (other users of the pool get 60 s)."""
-    retries: int = 2
-    """Further tries for a position whose engine crashed or hung; then it is recorded as failed."""
-    clear_hash: bool = True
-    """Clear the engine's hash (`ucinewgame`) before every position, so each label is exactly
-    what a fresh engine says: the same FEN, engine and limit give the same label whatever the
-    order or the number of engines (needs threads 1). False: the hash-kept setting, faster
-    (the hash carries over from the previous ply), but a label depends on what its engine
-    searched before; its labels are a setting of their own (`<engine>_<limit>_hash-kept`,
-    hash_cleared false), never mixed with the reproducible ones."""
 
     _pool: EnginePool | None = PrivateAttr(default=None)
 
+    def settings(self) -> EngineSettings:
+        """These fields as the library's EngineSettings (checked: timeout_s and retries >= 0)."""
+        return self.to_dataclass(EngineSettings)
+
     def binary(self) -> str:
-        return find_stockfish(self.path or None)
+        return self.settings().binary()
 
     def make_pool(self) -> EnginePool:
-        """A new, not yet started pool with this configuration (`with` it)."""
-        if self.timeout_s < 0 or self.retries < 0:
-            raise ValueError(
-                f"stockfish resource: timeout_s must be 0 (measured) or more and retries 0 or more, "
-                f"got timeout_s={self.timeout_s:g}, retries={self.retries}"
-            )
-        return EnginePool(
-            self.binary(),
-            workers=self.workers,
-            threads=self.threads,
-            hash_mb=self.hash_mb,
-            timeout_s=self.timeout_s if self.timeout_s > 0 else CALIBRATION_TIMEOUT_S,
-            retries=self.retries,
-            clear_hash=self.clear_hash,
-        )
+        """A new, not yet started pool with this configuration (`with` it); timeout_s 0 (measured)
+        starts it at the calibration timeout, which the labels asset then replaces."""
+        settings = self.settings()
+        if not settings.timeout_s:
+            settings = dataclasses.replace(settings, timeout_s=CALIBRATION_TIMEOUT_S)
+        return EnginePool.from_settings(settings)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         self._pool = self.make_pool().__enter__()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, get_args
@@ -26,8 +26,9 @@ from typing import Literal, get_args
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline import storage
 from pipeline.duck import glob_escape, load_sql, memory_connection
-from pipeline.engine import LIMIT_KINDS, Limit
+from pipeline.engine import LIMIT_KINDS, Limit, LimitKind
 from pipeline.store import Store, write_parquet
 
 SPLITS = ("train", "val", "test")
@@ -39,6 +40,86 @@ ELO_PARAMS = ("min_elo", "min_avg_elo")
 """Rating filters: a set left empty by one says how many positions 0 would keep."""
 
 
+Pov = Literal["side_to_move", "white"]
+"""Whose score a Sabatelli set's target is (sql/views/label_macros.sql, sabatelli_positions)."""
+TargetKind = Literal["linear", "win_prob"]
+"""Which column is sabatelli_regression's target (sql/datasets/sabatelli_regression.sql)."""
+SplitBy = Literal["game", "position"]
+CHOICE_PARAMS = {"pov": Pov, "target_kind": TargetKind}
+"""The SQL parameters that are choices, and their types (checked by dataset_values; label_kind by Limit)."""
+
+
+# The SQL parameters of each dataset, declared once: the field names are the `$name`s of the
+# SQL, the defaults the published setting where there is one, the docstrings the descriptions
+# (DatasetSpec.defaults; the datasets' Dagster configs and CLI flags are derived from these).
+
+
+@dataclass(frozen=True)
+class LabelSetting:
+    """Which Stockfish labels a labelled set's targets come from."""
+
+    label_kind: LimitKind = "depth"
+    """Label setting the targets come from: depth, nodes or static (as `chess-pipeline label`
+    made them: --depth, --nodes or --static)."""
+    label_value: int = 8
+    """Depth or nodes of that setting (Sabatelli: depth 8); ignored for static."""
+    label_engine: str = ""
+    """Engine name + version, e.g. 'Stockfish 15.1'; empty: any engine (the deepest label)."""
+
+
+@dataclass(frozen=True)
+class SabatelliParams(LabelSetting):
+    min_elo: int = 2000
+    """Both players rated over this (engine games are always in)."""
+    pov: Pov = "side_to_move"
+    """Whose score: side_to_move (the thesis: every position as if White were to move) or white."""
+
+
+@dataclass(frozen=True)
+class SabatelliRegressionParams(SabatelliParams):
+    clip_cp: int = 1500
+    """Scores are clipped to +/- this many centipawns, then mapped linearly onto [0, 1]; mates go to 0 / 1."""
+    wp_scale: float = 400.0
+    """win_prob = 1 / (1 + 10^(-cp / wp_scale))."""
+    target_kind: TargetKind = "linear"
+    """linear or win_prob: which one is `target` (both are columns)."""
+
+
+@dataclass(frozen=True)
+class DeepChessParams:
+    sample_seed: int = 0
+    """Seed of the random choice of positions within each game."""
+    per_game: int = 10
+    """Positions drawn from each decisive game."""
+    skip_moves: int = 5
+    """Never from a game's first moves (DeepChess: 5)."""
+
+
+@dataclass(frozen=True)
+class LubeckParams:
+    min_avg_elo: int = 2000
+    """Games whose players' average rating is over this (engine games are always in)."""
+
+
+@dataclass(frozen=True)
+class HuiParams:
+    min_elo: int = 1500
+    """Both players rated over this."""
+    gamestage: float = 0.2
+    """Positions from this final share of each game's plies."""
+
+
+@dataclass(frozen=True)
+class PieceValuesParams(LabelSetting):
+    min_elo: int = 0
+    """Both players rated over this (0: every game)."""
+    max_cp: int = 1500
+    """Leave out positions scored beyond +/- this many centipawns (and mates)."""
+
+
+_LABEL = tuple(f.name for f in fields(LabelSetting))
+
+
 @dataclass(frozen=True)
 class DatasetSpec:
     name: str
@@ -47,21 +128,17 @@ class DatasetSpec:
     """Number of target classes; 0 for a regression target."""
     labelled: bool = True
     """Whether the target comes from Stockfish labels (else from the games)."""
-    defaults: dict = field(default_factory=dict)
-    """The SQL parameters and their defaults (the published setting where there is one)."""
+    params: type = LabelSetting
+    """The dataclass of its SQL parameters (its fields and defaults: the published setting)."""
     candidates: str = ""
     """Which positions the SQL takes, with {parameter} placeholders (for the empty-set message)."""
 
+    @property
+    def defaults(self) -> dict:
+        """The SQL parameters and their defaults (the fields of `params`)."""
+        return asdict(self.params())
 
-_LABEL = {"label_kind": "depth", "label_value": 8, "label_engine": ""}
-Pov = Literal["side_to_move", "white"]
-"""Whose score a Sabatelli set's target is (sql/views/label_macros.sql, sabatelli_positions)."""
-TargetKind = Literal["linear", "win_prob"]
-"""Which column is sabatelli_regression's target (sql/datasets/sabatelli_regression.sql)."""
-SplitBy = Literal["game", "position"]
-CHOICE_PARAMS = {"pov": Pov, "target_kind": TargetKind}
-"""The SQL parameters that are choices, and their types (checked by dataset_values; label_kind by Limit)."""
-_SABATELLI = {"min_elo": 2000, **_LABEL, "pov": "side_to_move"}
+
 _RATED = "positions of games whose players are both rated over {min_elo}, or of engine games"
 
 DATASETS = {
@@ -71,28 +148,28 @@ DATASETS = {
             "sabatelli_3class",
             "Sabatelli: win / draw / loss at +/-1.5 pawns",
             3,
-            defaults=_SABATELLI,
+            params=SabatelliParams,
             candidates=_RATED,
         ),
         DatasetSpec(
             "sabatelli_15class",
             "Sabatelli: 15 classes, one per pawn beyond +/-1.5",
             15,
-            defaults=_SABATELLI,
+            params=SabatelliParams,
             candidates=_RATED,
         ),
         DatasetSpec(
             "sabatelli_20class",
             "Sabatelli: 20 classes, the draw region in half pawns",
             20,
-            defaults=_SABATELLI,
+            params=SabatelliParams,
             candidates=_RATED,
         ),
         DatasetSpec(
             "sabatelli_regression",
             "Sabatelli: the score mapped onto [0, 1] (or a win probability)",
             0,
-            defaults={**_SABATELLI, "clip_cp": 1500, "wp_scale": 400.0, "target_kind": "linear"},
+            params=SabatelliRegressionParams,
             candidates=_RATED,
         ),
         DatasetSpec(
@@ -100,7 +177,7 @@ DATASETS = {
             "DeepChess: 10 random positions per decisive game, tagged by winner",
             2,
             labelled=False,
-            defaults={"sample_seed": 0, "per_game": 10, "skip_moves": 5},
+            params=DeepChessParams,
             candidates="positions of decisive games after move {skip_moves}, not reached by a capture",
         ),
         DatasetSpec(
@@ -108,7 +185,7 @@ DATASETS = {
             "Lubeck: every position of games averaging over 2000, the result as target",
             3,
             labelled=False,
-            defaults={"min_avg_elo": 2000},
+            params=LubeckParams,
             candidates="positions of finished games whose players average over {min_avg_elo}, or of engine games",
         ),
         DatasetSpec(
@@ -116,14 +193,14 @@ DATASETS = {
             "Hui: the last part of games ending in mate, the winner as target",
             2,
             labelled=False,
-            defaults={"min_elo": 1500, "gamestage": 0.2},
+            params=HuiParams,
             candidates="positions of games ending in mate whose players are both rated over {min_elo}",
         ),
         DatasetSpec(
             "piece_values",
             "Centipawn targets (pawns, White's view) for the piece-value network",
             0,
-            defaults={"min_elo": 0, **_LABEL, "max_cp": 1500},
+            params=PieceValuesParams,
             candidates="positions of games whose players are both rated over {min_elo} (0: every game), or of "
             "engine games, within +/-{max_cp} centipawns",
         ),
@@ -136,12 +213,15 @@ class SplitConfig:
     seed: int = 0
     """Seed of the by-game split (the same seed always gives the same split)."""
     val_fraction: float = 0.1
+    """Share of games (groups of identical games) in val."""
     test_fraction: float = 0.1
+    """Share of games in test."""
     by: SplitBy = "game"
     """game (groups of identical games) or position: rows split one by one, as the thesis
     split its positions, so repeated positions and games straddle splits (for comparison)."""
     guard: bool = True
-    """The leakage guard: no test or val position key in train, none shared by val and test."""
+    """The leakage guard: no test or val position key in train, none shared by val and test
+    (off only to compare with the thesis)."""
 
     def __post_init__(self):
         if not (0 <= self.val_fraction and 0 <= self.test_fraction and self.val_fraction + self.test_fraction < 1):
@@ -339,10 +419,17 @@ def build_dataset(
     return stats
 
 
+def _num_rows(path) -> int:
+    """Rows of a local or S3 Parquet file (from its footer)."""
+    fs, where = storage.read_filesystem(path)
+    return pq.read_metadata(where, filesystem=fs).num_rows
+
+
 def built_with(path: Path) -> dict:
     """What a split file was built from: {"dataset", "params", "split"} ({} for files written before
     build_dataset recorded it)."""
-    meta = pq.read_schema(path).metadata or {}
+    fs, where = storage.read_filesystem(path)
+    meta = pq.read_schema(where, filesystem=fs).metadata or {}
     return json.loads(meta[BUILT_KEY]) if BUILT_KEY in meta else {}
 
 
@@ -352,9 +439,9 @@ def dataset_problem(store: Store, name: str) -> str:
     the store as it is now, with the parameters the files were built with."""
     folder = dataset_dir(store, name)
     files = {s: folder / f"{s}.parquet" for s in SPLITS}
-    if not all(p.exists() for p in files.values()):
+    if not all(storage.exists(p) for p in files.values()):
         return f"{name} is not built yet (run `chess-pipeline datasets {name}`)"
-    rows = {s: pq.read_metadata(p).num_rows for s, p in files.items()}
+    rows = {s: _num_rows(p) for s, p in files.items()}
     if not any(rows.values()):
         params = built_with(files["train"]).get("params") or {}
         values = dataset_values(name, {k: v for k, v in params.items() if k in DATASETS[name].defaults})

@@ -19,10 +19,13 @@ the limit) before it is returned; one that fails is a failed try too.
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
 import os
 import select
 import shutil
 import subprocess
+import tempfile
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
@@ -100,7 +103,9 @@ class Limit:
     """
 
     kind: LimitKind = "depth"
+    """depth, nodes or static (Stockfish's `eval`: no search)."""
     value: int = 8
+    """Depth or node count of the search (ignored for static)."""
 
     def __post_init__(self):
         if self.kind not in LIMIT_KINDS:
@@ -293,13 +298,69 @@ def check_label(ev: Evaluation, limit: Limit) -> str | None:
     return None
 
 
+def usable_cores() -> list[int]:
+    """The cores this process may run on (its affinity mask: a container's or taskset's share)."""
+    return sorted(os.sched_getaffinity(0))
+
+
+CORE_CLAIMS = Path(tempfile.gettempdir()) / "chess-pipeline-cores"
+"""Per-machine claims of pinned cores: `core-<n>.lock`, flocked by the pool whose engine runs
+there, so pools in several processes of one machine (a Celery worker's concurrency, two runs)
+pin their engines to different cores. The kernel drops a dead holder's claim."""
+
+
+def claim_cores(n: int) -> tuple[list[int], list[int]]:
+    """Claim n of this process's usable cores that no other pool on the machine holds; returns
+    (cores, lock fds: close them to give the cores back). Too few free cores is a ValueError
+    saying how many are taken."""
+    usable = usable_cores()
+    CORE_CLAIMS.mkdir(parents=True, exist_ok=True)
+    cores, fds = [], []
+    for core in usable:
+        if len(cores) == n:
+            break
+        fd = os.open(CORE_CLAIMS / f"core-{core}.lock", os.O_CREAT | os.O_RDWR, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        cores.append(core)
+        fds.append(fd)
+    if len(cores) < n:
+        for fd in fds:
+            os.close(fd)
+        raise ValueError(
+            f"pin_cores: {n} core(s) wanted, {len(cores)} of the {len(usable)} this process may use are free "
+            f"(the others pin engines of other pools on this machine, {CORE_CLAIMS}): lower workers, or the "
+            "labels steps that run at once on this machine (the stockfish queue's worker concurrency), or "
+            "turn pin_cores off"
+        )
+    return cores, fds
+
+
+def pin_process(pid: int, cpus: Iterable[int]) -> None:
+    """Pin every thread of process `pid` to `cpus` (Linux affinity is per thread; threads it
+    starts later inherit its main thread's mask, pinned first)."""
+    cores = set(cpus)
+    os.sched_setaffinity(pid, cores)
+    for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
+        if tid != pid:
+            try:
+                os.sched_setaffinity(tid, cores)
+            except ProcessLookupError:  # the thread ended meanwhile
+                pass
+
+
 class UciEngine:
     """One engine process spoken to over raw UCI pipes."""
 
-    def __init__(self, path: str, threads: int = 1, hash_mb: int = 16):
+    def __init__(self, path: str, threads: int = 1, hash_mb: int = 16, cpus: tuple[int, ...] = ()):
         self.path = path
         self.threads = threads
         self.hash_mb = hash_mb
+        self.cpus = cpus
+        """Cores every thread of the process is pinned to (each start, restarts too); () = not pinned."""
         self.proc: subprocess.Popen | None = None
         self.name = ""
         self._buf = b""
@@ -322,6 +383,8 @@ class UciEngine:
         )
         for _ in self.lines_until(b"readyok", HANDSHAKE_TIMEOUT_S):
             pass
+        if self.cpus:  # after `readyok`: the search threads `setoption Threads` made exist now
+            pin_process(self.pid, self.cpus)
         return self
 
     @property
@@ -564,6 +627,57 @@ class _Slot:
     timed_out: bool = False
 
 
+DEFAULT_TIMEOUT_S = 60.0
+"""A pool's search timeout when its settings leave it at 0 (the labels asset measures its own)."""
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """How a pool's engines are found, started and supervised: the schema of EnginePool's
+    parameters and of the Stockfish resource's fields (assets.resources derives them)."""
+
+    path: str = ""
+    """Engine binary; empty: STOCKFISH_PATH, PATH, /usr/games/stockfish."""
+    workers: int = 0
+    """Engine processes in the pool; 0 = one per core."""
+    threads: int = 1
+    """Search threads per engine (UCI Threads)."""
+    hash_mb: int = 16
+    """Hash table per engine in MB (UCI Hash)."""
+    timeout_s: float = 0.0
+    """A search with no result after this long is stopped (and the engine restarted if it hangs);
+    0 = measured: the labels asset times its limit on a few positions and allows 20x the
+    slowest, at least 2 s (other users of the pool get 60 s)."""
+    retries: int = 2
+    """Further tries for a position whose engine crashed or hung; then it is recorded as failed."""
+    clear_hash: bool = True
+    """Clear the engine's hash (`ucinewgame`) before every position, so each label is exactly
+    what a fresh engine says: the same FEN, engine and limit give the same label whatever the
+    order or the number of engines (needs threads 1). False: the hash-kept setting, faster
+    (the hash carries over from the previous ply), but a label depends on what its engine
+    searched before; its labels are a setting of their own (`<engine>_<limit>_hash-kept`,
+    hash_cleared false), never mixed with the reproducible ones."""
+    pin_cores: bool = False
+    """Pin each engine process to cores of its own (threads cores each, from the cores this
+    process may use), so engines neither migrate nor share a core: for a machine whose labels
+    step has every core (one engine per core). workers x threads must fit in those cores;
+    workers 0 is then one engine per usable core."""
+
+    def __post_init__(self) -> None:
+        if self.timeout_s < 0 or self.retries < 0:
+            raise ValueError(
+                f"stockfish settings: timeout_s must be 0 (measured) or more and retries 0 or more, "
+                f"got timeout_s={self.timeout_s:g}, retries={self.retries}"
+            )
+
+    def binary(self) -> str:
+        """The engine binary these settings name (find_stockfish: path, STOCKFISH_PATH, PATH, Debian's)."""
+        return find_stockfish(self.path or None)
+
+
+_ENGINE = EngineSettings()
+
+
 class EnginePool:
     """`workers` engine processes labelling a stream of Jobs; use as a context manager.
 
@@ -589,15 +703,18 @@ class EnginePool:
     def __init__(
         self,
         path: str,
-        workers: int = 0,
-        threads: int = 1,
-        hash_mb: int = 16,
-        timeout_s: float = 60.0,
-        retries: int = 2,
-        clear_hash: bool = True,
+        workers: int = _ENGINE.workers,
+        threads: int = _ENGINE.threads,
+        hash_mb: int = _ENGINE.hash_mb,
+        timeout_s: float = _ENGINE.timeout_s,
+        retries: int = _ENGINE.retries,
+        clear_hash: bool = _ENGINE.clear_hash,
+        pin_cores: bool = _ENGINE.pin_cores,
         batch: int = 16,
         pipeline: int = 3,
     ):
+        """`path` is the engine binary; the other settings are EngineSettings' (timeout_s 0:
+        DEFAULT_TIMEOUT_S). `from_settings` builds a pool from an EngineSettings."""
         if clear_hash and threads != 1:
             raise ValueError(
                 f"threads={threads} with clear_hash: Stockfish's search on several threads depends "
@@ -608,19 +725,45 @@ class EnginePool:
         self.workers = workers or os.cpu_count() or 1
         self.threads = threads
         self.hash_mb = hash_mb
-        self.timeout_s = timeout_s
+        self.timeout_s = timeout_s if timeout_s > 0 else DEFAULT_TIMEOUT_S
         self.retries = retries
         self.clear_hash = clear_hash
+        self.pin_cores = pin_cores
+        self.cores: list[tuple[int, ...]] = []
+        """With pin_cores, each engine's cores while the pool runs (threads of them, claimed on this
+        machine: no core twice, see claim_cores); else empty."""
+        self._core_claims: list[int] = []
+        if pin_cores:
+            usable = usable_cores()
+            self.workers = workers or len(usable)
+            if self.workers * threads > len(usable):
+                raise ValueError(
+                    f"pin_cores: {self.workers} engine(s) x {threads} thread(s) need {self.workers * threads} "
+                    f"cores, this process may use {len(usable)} ({', '.join(map(str, usable))}): lower workers "
+                    "(0 = one engine per usable core) or threads, or turn pin_cores off"
+                )
         self.batch = batch
         self.pipeline = max(1, pipeline)
         self.slots: list[_Slot] = []
         self.restarts = 0
         self.name = ""
 
+    @classmethod
+    def from_settings(cls, settings: EngineSettings, **kwargs) -> EnginePool:
+        """A new, not yet started pool with these settings (the binary found from settings.path);
+        kwargs: batch, pipeline."""
+        fields = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.name != "path"}
+        return cls(settings.binary(), **fields, **kwargs)
+
     def __enter__(self) -> EnginePool:
         try:
-            for _ in range(self.workers):
-                self.slots.append(_Slot(UciEngine(self.path, self.threads, self.hash_mb).start()))
+            if self.pin_cores:
+                claimed, self._core_claims = claim_cores(self.workers * self.threads)
+                t = self.threads
+                self.cores = [tuple(claimed[i * t : (i + 1) * t]) for i in range(self.workers)]
+            for i in range(self.workers):
+                cpus = self.cores[i] if self.cores else ()
+                self.slots.append(_Slot(UciEngine(self.path, self.threads, self.hash_mb, cpus).start()))
             if not self.clear_hash:
                 _check_kept_fence(self.slots[0].engine)
         except BaseException:
@@ -639,6 +782,9 @@ class EnginePool:
             else:
                 s.engine.close()
         self.slots = []
+        for fd in self._core_claims:  # after the engines are gone: the cores are free again
+            os.close(fd)
+        self._core_claims, self.cores = [], []
 
     @property
     def pids(self) -> list[int]:

@@ -229,14 +229,16 @@ def run_suite(
 @dataclass
 class MatchConfig:
     openings: int = 20
-    """How many of the openings (each played twice, colours swapped)."""
+    """How many of Sabatelli's 20 openings (each played twice, colours swapped)."""
     random_plies: int = 80
     """Hui's test: a game against the random mover counts as won only inside this many plies."""
     stockfish_skills: tuple[int, ...] = (0, 5, 10)
+    """Stockfish skill levels (0-20) the 1-ply network plays, one match each (empty skips)."""
     stockfish_depth: int = 6
+    """Search depth of those Stockfish opponents."""
     search_depths: tuple[int, ...] = (1, 2)
     """Network vs the traditional evaluation, both searching to each of these depths (1: both
-    1-ply, the even match that places the 1-ply network on the Elo scale)."""
+    1-ply, the even match that places the 1-ply network on the Elo scale; empty skips)."""
     movetime: float = 0.05
     """And both at this time per move (seconds); 0 skips that match."""
     time_openings: int = 10
@@ -244,6 +246,7 @@ class MatchConfig:
     max_plies: int = 400
     """Other matches: a game still going after this many plies ends unfinished ('*')."""
     seed: int = 0
+    """Seed of the random mover's moves."""
 
 
 def match_rows(m: MatchResult, opponent: str, anchor: str = "") -> list[Row]:
@@ -344,17 +347,21 @@ def run_matches(
 @dataclass
 class EndgameConfig:
     positions: int = 10
+    """Won endgames from the store's games to convert (0 skips)."""
     max_material: int = 16
     """Pawns of material on the board, both sides (kings left out)."""
     min_cp: int = 600
+    """A candidate is won when Stockfish scores it above this many centipawns for the side to move."""
     verify_depth: int = 14
-    """Stockfish depth that must confirm the win (score above min_cp for the side to move)."""
+    """Stockfish depth that must confirm an endgame as won for the side to move (score above min_cp)."""
     defender_depth: int = 8
     """The defending Stockfish (full strength) searches this deep."""
     max_plies: int = 100
+    """An endgame counts as converted only when won inside this many plies."""
     player_depth: int = 1
     """The network's search depth (1: the 1-ply player)."""
     seed: int = 0
+    """Seed of the random choice among the candidate positions."""
 
 
 def find_won_endgames(con, pool: EnginePool, cfg: EndgameConfig) -> list[EpdPosition]:

@@ -18,8 +18,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline import storage
 from pipeline.archive import ArchiveError, ArchiveNotes, RawGame, iter_raw_games, open_archive
 from pipeline.games import GAMES_SCHEMA, POSITIONS_SCHEMA, REJECTED_SCHEMA, process_games
+from pipeline.storage import Lease
 from pipeline.store import AtomicParquetWriter, Store, raise_if_no_space, remove_stale_tmp
 
 TABLES = ("games", "rejected_games", "positions")
@@ -186,14 +188,14 @@ def ingest_archive(
     same partition waits for the first (on_wait is told) and then writes it again. A full
     disk raises NoSpaceError, whose message names the file system, and leaves no file.
     """
-    with store.partition_lock(key, on_wait=on_wait):
-        made = [t for t in TABLES if not store.partition_dir(t, key).exists()]
+    with store.partition_lock(key, on_wait=on_wait) as lease:
+        made = [] if store.remote else [t for t in TABLES if not store.partition_dir(t, key).exists()]
         for table in TABLES:
             # No other run writes this partition while we hold its lock: any temporary file
             # here was left by a killed run (never visible to readers).
             remove_stale_tmp(store.partition_dir(table, key))
         try:
-            return _ingest_locked(store, key, Path(path), config, progress)
+            return _ingest_locked(store, key, Path(path), config, progress, lease)
         except BaseException as e:
             for table in made:
                 try:
@@ -204,7 +206,9 @@ def ingest_archive(
             raise
 
 
-def _ingest_locked(store: Store, key: str, path: Path, config: IngestConfig, progress: Progress | None) -> IngestStats:
+def _ingest_locked(
+    store: Store, key: str, path: Path, config: IngestConfig, progress: Progress | None, lease: Lease | None = None
+) -> IngestStats:
     stats = IngestStats(archive=key)
     start = time.perf_counter()
     writers = {}
@@ -226,6 +230,8 @@ def _ingest_locked(store: Store, key: str, path: Path, config: IngestConfig, pro
             raise ArchiveError(f"{path.name}: no games found; is it a PGN file?")
         for t in TABLES:
             writers[t].close()
+        if lease is not None:
+            lease.check()  # an S3 writer whose partition lease was taken over commits nothing
     except BaseException as e:
         for w in writers.values():
             w.abort(e)
@@ -233,7 +239,7 @@ def _ingest_locked(store: Store, key: str, path: Path, config: IngestConfig, pro
     for w in writers.values():
         w.commit()
     stats.seconds = time.perf_counter() - start
-    stats.bytes = {t: store.partition_file(t, key).stat().st_size for t in TABLES}
+    stats.bytes = {t: storage.size(store.partition_file(t, key)) for t in TABLES}
     return stats
 
 
@@ -252,5 +258,6 @@ def count_games_python_chess(path: Path) -> int:
 
 def expected_positions(store: Store, key: str) -> int:
     """sum(ply_count + 1) over a partition's games, read back from the written file."""
-    games = pq.read_table(store.partition_file("games", key), columns=["ply_count"])
+    fs, path = storage.read_filesystem(store.partition_file("games", key))
+    games = pq.read_table(path, columns=["ply_count"], filesystem=fs)
     return int(pc.sum(games.column("ply_count")).as_py() or 0) + games.num_rows
