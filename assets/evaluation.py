@@ -9,6 +9,7 @@ Each evaluation loads the checkpoint its model asset last materialised (lineage,
 newest file on disk).
 """
 
+import dataclasses
 import os
 import time
 from collections import Counter
@@ -17,36 +18,69 @@ from pathlib import Path
 import dagster as dg
 from pydantic import field_validator
 
-from assets.config import DescribedConfig
-from assets.labels import PROGRESS_TAG, WRITE_EVERY_S, write_progress
+from assets.config import DescribedConfig, config_from
 from assets.metadata import md_cell, png_md
+from assets.progress import run_progress
 from assets.resources import StockfishResource, StoreResource
 from assets.training import MODELS
-from pipeline.evaluation import write_results
+from pipeline import storage
+from pipeline.evaluation import EndgameConfig, MatchConfig, write_results
 from pipeline.matches import write_games
+from pipeline.storage import ObjectPath, StorePath
 from pipeline.store import Store, atomic_path
 
 GROUP = "evaluation"
 ELO_ANCHOR = "random"
 
 
-def suites_folder(configured: str, store: Store) -> Path:
-    """The EPD suites: the asset config, else CHESS_PIPELINE_SUITES, else <home>/suites."""
-    return Path(configured or os.environ.get("CHESS_PIPELINE_SUITES") or store.root / "suites").expanduser()
+def suites_folder(configured: str, store: Store) -> StorePath:
+    """The EPD suites: the asset config, else CHESS_PIPELINE_SUITES, else <home>/suites (a
+    folder, or an s3:// prefix: the store's own when the store is on S3)."""
+    given = configured or os.environ.get("CHESS_PIPELINE_SUITES")
+    if not given:
+        return store.root / "suites"
+    return storage.parse_root(given) if "://" in given else Path(given).expanduser()
 
 
-def checkpoint_of(context: dg.AssetExecutionContext, model: str) -> Path:
-    """The checkpoint the model asset's latest materialisation recorded."""
+def local_suite_files(folder: StorePath) -> list[Path]:
+    """The folder's .epd files as local files: an S3 prefix's are read from the local cache
+    (storage.cached_copy, downloaded when their ETag changed), named as in the store."""
+    from pipeline.evaluation import suite_files
+
+    if isinstance(folder, ObjectPath):
+        return [storage.cached_copy(p) for p in storage.list_files(folder, ".epd")]
+    return suite_files(folder) if folder.is_dir() else []
+
+
+def checkpoint_of(context: dg.AssetExecutionContext, model: str) -> StorePath:
+    """The checkpoint the model asset's latest materialisation recorded (a file, or an object of
+    an S3 store)."""
+    from training.train import store_location
+
     event = context.instance.get_latest_materialization_event(dg.AssetKey(model))
     if event is None or event.asset_materialization is None:
         raise dg.Failure(f"model {model} has not been materialised: train it first (chess-pipeline train {model})")
     meta = event.asset_materialization.metadata
     if "checkpoint" not in meta:
         raise dg.Failure(f"model {model}'s latest materialisation records no checkpoint")
-    path = Path(meta["checkpoint"].value)
-    if not path.exists():
+    path = store_location(meta["checkpoint"].value)
+    if not storage.exists(path):
         raise dg.Failure(f"{path}: checkpoint of {model}'s latest materialisation is gone; re-materialise {model}")
     return path
+
+
+def report_pngs(folder: StorePath) -> list[StorePath]:
+    """The charts of a report folder, a local one or one of an S3 store."""
+    if isinstance(folder, ObjectPath):
+        return [p for p in storage.list_files(folder) if p.name.endswith(".png")]
+    return sorted(Path(folder).glob("*.png"))
+
+
+def relative_to(path: StorePath, base: StorePath) -> str:
+    """path from base, as a report links it."""
+    if isinstance(path, ObjectPath):
+        return str(path.relative_to(base))
+    return os.path.relpath(path, base)
 
 
 def rows_md(rows) -> str:
@@ -56,40 +90,23 @@ def rows_md(rows) -> str:
     return "\n".join(lines)
 
 
-def report_dir(st: Store, model: str) -> Path:
+def playable_depths(evaluator, depths, warn) -> tuple[int, ...]:
+    """The search depths an evaluator can play at: all of them, or for one whose scores only
+    order the positions of one call (DeepChess's comparison player, max_depth 1) those up to it."""
+    top = getattr(evaluator, "max_depth", None)
+    kept = tuple(d for d in depths if top is None or d <= top)
+    if kept != tuple(depths):
+        warn(f"{evaluator.name} compares the positions of one move list: depths {list(depths)} played as {list(kept)}")
+    return kept
+
+
+def report_dir(st: Store, model: str) -> StorePath:
     return st.root / "reports" / "evaluation" / model
 
 
-def write_png(path: Path, png: bytes) -> None:
+def write_png(path: StorePath, png: bytes) -> None:
     with atomic_path(path) as tmp:
         tmp.write_bytes(png)
-
-
-class Progress:
-    """Counts work done: a Dagster log line every LOG_EVERY_S with the rate, and the CLI's
-    progress file (the run tag PROGRESS_TAG) kept current."""
-
-    LOG_EVERY_S = 15.0
-
-    def __init__(self, context: dg.AssetExecutionContext, what: str, total: int):
-
-        self.context, self.what, self.total, self.done = context, what, total, 0
-        self.file = context.run.tags.get(PROGRESS_TAG)
-        self.start = self.last = self.last_write = time.monotonic()
-
-    def set(self, done: int, total: int | None = None) -> None:
-        self.done, self.total = done, total or self.total
-        now = time.monotonic()
-        if now - self.last >= self.LOG_EVERY_S or self.done == self.total:
-            self.last = now
-            rate = self.done / max(now - self.start, 1e-9)
-            self.context.log.info(f"{self.done:,} of {self.total:,} {self.what} ({rate:.1f}/s)")
-        if self.file and (now - self.last_write >= WRITE_EVERY_S or self.done == self.total):
-            self.last_write = now
-            write_progress(Path(self.file), self.done, 0, self.total)
-
-    def step(self, n: int = 1) -> None:
-        self.set(self.done + n)
 
 
 class SuitesConfig(DescribedConfig):
@@ -103,31 +120,16 @@ class SuitesConfig(DescribedConfig):
     """Positions per suite (0: all)."""
 
 
-class MatchesConfig(DescribedConfig):
-    openings: int = 20
-    """How many of Sabatelli's 20 openings (each played with both colours)."""
-    random_plies: int = 80
-    """Hui's test: a game against the random mover counts as won only inside this many plies."""
-    stockfish_skills: list[int] = [0, 5, 10]
-    """Stockfish skill levels (0-20) the 1-ply network plays, one match each (empty skips)."""
-    stockfish_depth: int = 6
-    """Search depth of those Stockfish opponents."""
-    search_depths: list[int] = [1, 2]
-    """Network vs the traditional evaluation, both at each of these depths (empty skips)."""
-    movetime: float = 0.05
-    """... and at this time per move in seconds (0 skips)."""
-    time_openings: int = 10
-    """Openings of the fixed-time match (it is the slow one)."""
-    max_plies: int = 400
-    """Other matches: a game still going after this many plies ends unfinished ('*')."""
-    endgames: int = 10
-    """Won endgames from the store's games to convert (0 skips)."""
-    endgame_verify_depth: int = 14
-    """Stockfish depth that must confirm an endgame as won for the side to move."""
-    endgame_defender_depth: int = 8
-    """The defending Stockfish (full strength) searches this deep."""
-    endgame_max_plies: int = 100
-    """An endgame counts as converted only when won inside this many plies."""
+MatchesConfig = config_from(
+    EndgameConfig,
+    name="MatchesConfig",
+    base=config_from(MatchConfig, name="MatchSettings", exclude=["seed"]),
+    names=["positions", "verify_depth", "defender_depth", "max_plies"],
+    prefix="endgame_",
+    rename={"positions": "endgames"},
+    doc="The matches of eval_matches_<model>: pipeline.evaluation.MatchConfig's fields, then "
+    "EndgameConfig's (positions as `endgames`, the others prefixed `endgame_`).",
+)
 
 
 def suites_asset(model: str) -> dg.AssetsDefinition:
@@ -143,14 +145,15 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext, config: SuitesConfig, store: StoreResource, stockfish: StockfishResource
     ) -> dg.MaterializeResult:
         from pipeline.engine import Limit
-        from pipeline.evaluation import load_suites, problem_rows, run_suite, suite_files
+        from pipeline.evaluation import load_suites, problem_rows, run_suite
         from pipeline.plots import kaufman_png, sts_themes_png
-        from training.evaluator import NetworkEvaluator
+        from training.evaluator import load_evaluator
 
         st = store.get()
         folder = suites_folder(config.suites_dir, st)
-        files = suite_files(folder) if folder.is_dir() else []
-        evaluator = NetworkEvaluator(checkpoint_of(context, model), model)
+        files = local_suite_files(folder)
+        evaluator = load_evaluator(checkpoint_of(context, model), model)
+        depths = playable_depths(evaluator, config.depths, context.log.warning)
         rows, meta = [], {"suites_folder": dg.MetadataValue.path(str(folder))}
         if not files:
             context.log.warning(f"no .epd suites in {folder}: set CHESS_PIPELINE_SUITES or put suites there")
@@ -165,13 +168,13 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
                     f"suite {s.name}: {len(s.failures):,} of {s.lines:,} positions left out "
                     f"(line {s.failures[0].line}: {s.failures[0].reason})"
                 )
-        progress = Progress(context, "suite positions", len(config.depths) * sum(len(s.positions) for s in suites))
+        progress = run_progress(context, "suite positions", len(depths) * sum(len(s.positions) for s in suites))
         for suite in suites:
             report, suite_rows = run_suite(
                 evaluator,
                 suite.name,
                 suite.positions,
-                tuple(config.depths),
+                depths,
                 stockfish.pool,
                 Limit("depth", config.kaufman_depth),
                 context.log.info,
@@ -232,26 +235,21 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext, config: MatchesConfig, store: StoreResource, stockfish: StockfishResource
     ) -> dg.MaterializeResult:
         from pipeline.duck import memory_connection
-        from pipeline.evaluation import EndgameConfig, MatchConfig, find_won_endgames, run_endgames, run_matches
+        from pipeline.evaluation import find_won_endgames, run_endgames, run_matches
         from pipeline.openings import sabatelli_openings
         from pipeline.search import MaterialEvaluator
-        from training.evaluator import NetworkEvaluator
+        from training.evaluator import load_evaluator
 
         st = store.get()
         ck = checkpoint_of(context, model)
-        net = NetworkEvaluator(ck, model)
-        cfg = MatchConfig(
-            openings=config.openings,
-            random_plies=config.random_plies,
-            stockfish_skills=tuple(config.stockfish_skills),
-            stockfish_depth=config.stockfish_depth,
-            search_depths=tuple(config.search_depths),
-            movetime=config.movetime,
-            time_openings=config.time_openings,
-            max_plies=config.max_plies,
-        )
+        net = load_evaluator(ck, model)
+        cfg = config.to_dataclass(MatchConfig)
+        if getattr(net, "max_depth", None):  # a comparison player: its 1-ply matches only
+            cfg = dataclasses.replace(
+                cfg, search_depths=playable_depths(net, cfg.search_depths, context.log.warning), movetime=0.0
+            )
         start = time.monotonic()
-        progress = Progress(context, "games", 0)
+        progress = run_progress(context, "games")
         matches, rows = run_matches(
             model,
             lambda: net,
@@ -263,12 +261,9 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
             progress.set,
         )
         if config.endgames:
-            ecfg = EndgameConfig(
-                positions=config.endgames,
-                verify_depth=config.endgame_verify_depth,
-                defender_depth=config.endgame_defender_depth,
-                max_plies=config.endgame_max_plies,
-            )
+            ecfg = config.to_dataclass(EndgameConfig)
+            if getattr(net, "max_depth", None):
+                ecfg = dataclasses.replace(ecfg, player_depth=min(ecfg.player_depth, net.max_depth))
             with memory_connection(st) as con:
                 positions = find_won_endgames(con, stockfish.pool, ecfg)
             if positions:
@@ -425,13 +420,17 @@ def elo_ratings(context: dg.AssetExecutionContext, store: StoreResource) -> dg.M
     )
 
 
+REPORT_EXTRA_DEPS = {"deepchess_net": ("eval_pairs_deepchess_net",)}
+"""A model's own evaluation assets (assets/deepchess.py) that its report reads too."""
+
+
 def report_asset(model: str) -> dg.AssetsDefinition:
     name = f"eval_report_{model}"
 
     @dg.asset(
         name=name,
         group_name=GROUP,
-        deps=[f"eval_suites_{model}", f"eval_matches_{model}", "elo_ratings"],
+        deps=[f"eval_suites_{model}", f"eval_matches_{model}", "elo_ratings", *REPORT_EXTRA_DEPS.get(model, ())],
         description=f"{model}'s evaluation next to the published figures (Markdown, charts; also "
         f"reports/evaluation/{model}.md in the store).",
     )
@@ -447,13 +446,14 @@ def report_asset(model: str) -> dg.AssetsDefinition:
                 params={"m": model},
             ).fetchall()
         path = st.root / "reports" / "evaluation" / f"{model}.md"
-        charts = [c for c in sorted(report_dir(st, model).glob("*.png")) + [path.parent / "elo.png"] if c.exists()]
-        text = report_markdown(model, rows, [os.path.relpath(c, path.parent) for c in charts])
+        charts = [c for c in report_pngs(report_dir(st, model)) + [path.parent / "elo.png"] if storage.exists(c)]
+        text = report_markdown(model, rows, [relative_to(c, path.parent) for c in charts])
         with atomic_path(path) as tmp:
             tmp.write_text(text)
         meta = {"report": dg.MetadataValue.md(text), "path": dg.MetadataValue.path(str(path)), "figures": len(rows)}
         for c in charts:
-            meta[c.stem] = png_md(c.read_bytes(), c.stem)
+            stem = Path(c.name).stem
+            meta[stem] = png_md(storage.read_bytes(c), stem)
         return dg.MaterializeResult(metadata=meta)
 
     return _report

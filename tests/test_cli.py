@@ -34,8 +34,11 @@ def home(tmp_path, monkeypatch):
 
 
 def test_demo_makes_a_selfplay_archive_and_runs_the_graph(home, capsys, stockfish):
-    main(["--home", str(home), "demo", "--games", "4"])
+    # A data folder without the real archives: the self-play sample, said so.
+    main(["--home", str(home), "demo", "--games", "4", "--data", str(home.parent / "no-archives")])
     out = capsys.readouterr().out
+    assert "no-archives has no ficsgamesdb_2024" in out and "self-play sample" in out
+    assert out.rstrip().splitlines()[-2].startswith("demo result: the 3-class network scores ")
     assert "archive_summary" not in out  # prints the table, not the view name
     with duckdb.connect(str(home / "chess.duckdb"), read_only=True) as con:
         [(games, rejected, plies, positions)] = con.sql(

@@ -1,0 +1,148 @@
+"""What every command shares: the store, the persistent Dagster instance, the run's resources
+and tags, and one way to run assets and read back why a run failed.
+
+Every command that materialises something does it with the store's persistent Dagster
+instance, so `chess-pipeline ui` shows those runs.
+"""
+
+import contextvars
+import os
+import sys
+from pathlib import Path
+
+import dagster as dg
+
+from assets.profile import dagster_yaml, ensure_instance_yaml, profile_from_env
+from pipeline.store import Store, remove_stale_progress_files, store_root
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+COMMAND_TAG = "chess-pipeline/command"
+ASSETS_TAG = "chess-pipeline/assets"
+_command = contextvars.ContextVar("chess_pipeline_command", default="python")
+"""The CLI command running (set by main), named in the tags of the runs it starts."""
+
+
+def set_command(name: str) -> None:
+    _command.set(name)
+
+
+def run_tags(assets: list, selection: list[str] | None = None) -> dict[str, str]:
+    """Tags for a run the CLI starts: Dagster names every `materialize` run
+    `__ephemeral_asset_job__`, so the tags say which command started it and what it makes
+    (the partition is Dagster's own `dagster/partition` tag)."""
+    names = list(selection) if selection else sorted(k.to_user_string() for a in assets for k in a.keys)
+    text = ", ".join(names)
+    return {COMMAND_TAG: _command.get(), ASSETS_TAG: text if len(text) <= 250 else text[:246] + " ..."}
+
+
+DAGSTER_YAML = dagster_yaml("embedded")
+"""The embedded profile's instance settings: deploy/embedded/dagster.yaml."""
+OLD_DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+"""What earlier versions wrote: replaced by DAGSTER_YAML (a file a user changed is kept)."""
+
+
+def open_store(home: str | None) -> Store:
+    """The store the command works on (--home, else CHESS_PIPELINE_HOME, else ./store), created
+    if missing: a new one is named on stderr, so a command run from another directory does not
+    pass for one on the usual store."""
+    store = Store(store_root(home))  # a folder, or s3://bucket/prefix (pipeline/storage.py)
+    new = store.is_new()
+    store.ensure()
+    if new:
+        print(
+            f"chess-pipeline: created a new store at {store.root} (set CHESS_PIPELINE_HOME or --home to use another)",
+            file=sys.stderr,
+        )
+    return store
+
+
+def open_instance(store: Store) -> dg.DagsterInstance:
+    """The persistent instance: DAGSTER_HOME if set, else <store>/dagster."""
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        home = str(store.dagster_home)
+        os.environ["DAGSTER_HOME"] = home
+    Path(home).mkdir(parents=True, exist_ok=True)
+    # CHESS_PIPELINE_PROFILE picks deploy/embedded/ (SQLite) or deploy/cluster/ (Postgres) dagster.yaml.
+    ensure_instance_yaml(Path(home), profile_from_env(), replace=(OLD_DAGSTER_YAML,))
+    instance = dg.DagsterInstance.get()
+    from assets.runs import fail_dead_runs
+
+    for run_id, pid in fail_dead_runs(instance):
+        print(
+            f"chess-pipeline: run {run_id} was left STARTED by process {pid}, which is gone: marked failed",
+            file=sys.stderr,
+        )
+    remove_stale_progress_files(store)
+    return instance
+
+
+def resources(store: Store, stockfish=None) -> dict:
+    """The run's resources: the store, and Stockfish (a StockfishResource; default settings
+    when None)."""
+    from assets.resources import StockfishResource, StoreResource
+
+    return {"store": StoreResource(root=str(store.root)), "stockfish": stockfish or StockfishResource()}
+
+
+def run_config(ops: dict | None = None) -> dg.RunConfig:
+    """A run config of op configs (dg.Config objects), with the console log at WARNING."""
+    return dg.RunConfig(ops=ops or {}, loggers=QUIET["loggers"])
+
+
+def materialize(
+    assets: list,
+    store: Store,
+    instance: dg.DagsterInstance,
+    *,
+    selection: list[str] | None = None,
+    ops: dict | None = None,
+    partition_key: str | None = None,
+    stockfish=None,
+    tags: dict | None = None,
+) -> dg.ExecuteInProcessResult:
+    """One Dagster run of `assets` (or the `selection` of them) on the store, tagged with the
+    command that started it; ops: {op name: its dg.Config}. Returns the result, failed or not."""
+    return dg.materialize(
+        assets,
+        selection=selection,
+        partition_key=partition_key,
+        instance=instance,
+        resources=resources(store, stockfish),
+        run_config=run_config(ops),
+        tags={**run_tags(assets, selection), **(tags or {})},
+        raise_on_error=False,
+    )
+
+
+def require_success(result, what: str):
+    """The result, or SystemExit naming what failed and why."""
+    if not result.success:
+        raise SystemExit(f"chess-pipeline: {what} failed: {failure_message(result)}")
+    return result
+
+
+def failure_message(result) -> str:
+    """The user-code error behind a failed run (Dagster wraps it in its own error)."""
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
+            error = event.step_failure_data.error
+            while error.cause is not None:
+                error = error.cause
+            message = error.message.strip()
+            # "pipeline.archive.ArchiveError: <text>": our own errors' text is the message, their
+            # module path noise (a builtin's name, e.g. KeyError, stays: it says something).
+            head, sep, rest = message.partition(": ")
+            if sep and "." in head and error.cls_name and head.rsplit(".", 1)[-1] == error.cls_name:
+                return rest.strip()
+            return message
+    return "run failed (see the Dagster UI for the run's logs)"
+
+
+def materializations(result) -> dict[str, dict]:
+    """{asset key: its metadata (MetadataValue objects)} of a run's materialisations."""
+    out = {}
+    for event in result.get_asset_materialization_events():
+        m = event.materialization
+        out[m.asset_key.to_user_string()] = dict(m.metadata)
+    return out

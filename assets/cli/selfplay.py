@@ -1,0 +1,83 @@
+"""`chess-pipeline selfplay --generations N`: TD self-play generations (asset td_selfplay), their
+archives ingested at once; `--evaluate` then runs the published checks (td_evaluation)."""
+
+import argparse
+import dataclasses
+
+from assets.cli.progress import run_bar
+from assets.cli.runtime import materializations, materialize, open_instance, open_store, require_success
+from pipeline import duck
+from pipeline.settings import add_arguments, from_namespace
+from training.td import TDConfig, TDEvaluation
+
+
+def cmd_selfplay(args: argparse.Namespace) -> None:
+    try:
+        cfg = from_namespace(TDConfig, args, names=[f.name for f in dataclasses.fields(TDConfig)])
+    except ValueError as e:
+        raise SystemExit(f"chess-pipeline selfplay: {e}") from None
+    if cfg.generations == 0 and not args.evaluate:
+        raise SystemExit("chess-pipeline selfplay: --generations 0 plays nothing: add --evaluate, or play 1 or more")
+    store = open_store(args.home)
+    instance = open_instance(store)
+    if cfg.generations:
+        play(store, instance, cfg)
+    if args.evaluate:
+        evaluate(store, instance, args, cfg.workers)
+    duck.create_views(store)
+
+
+def play(store, instance, cfg: TDConfig) -> None:
+    """td_selfplay's generations, then their archives ingested."""
+    from assets.cli.ingest import ingest_archives, print_summary, report
+    from assets.selfplay import TDSelfPlayConfig, td_selfplay
+
+    with run_bar(store, "selfplay", "self-play", "game") as tags:
+        result = materialize(
+            [td_selfplay], store, instance, ops={"td_selfplay": TDSelfPlayConfig(**dataclasses.asdict(cfg))}, tags=tags
+        )
+    require_success(result, "self-play")
+    meta = materializations(result)["td_selfplay"]
+    keys = list(meta["archives"].value)
+    print(meta["generations"].value)
+    print(
+        f"{meta['games'].value} games, {meta['games_per_second'].value} games/s, "
+        f"{meta['positions_searched_per_second'].value:,} positions searched/s; checkpoint {meta['checkpoint'].value}"
+    )
+    report(ingest_archives(store, instance, keys, on_done=print_summary))
+
+
+def evaluate(store, instance, args: argparse.Namespace, workers: int) -> None:
+    """td_evaluation of the checkpoint td_selfplay last recorded."""
+    from assets.selfplay import TDEvaluationConfig, td_evaluation, td_selfplay
+
+    ev = TDEvaluation(
+        line=args.name, batches=args.batches, batch_games=args.batch_games, openings=args.openings, workers=workers
+    )
+    with run_bar(store, "selfplay", "evaluate", "game") as tags:
+        result = materialize(
+            [td_selfplay, td_evaluation],
+            store,
+            instance,
+            selection=["td_evaluation"],
+            ops={"td_evaluation": TDEvaluationConfig(**dataclasses.asdict(ev))},
+            tags=tags,
+        )
+    require_success(result, "the self-play evaluation")
+    m = materializations(result)["td_evaluation"]
+    lo, hi = m["win_ratio_interval"].value
+    print(
+        f"{m['player'].value}: {m['win_ratio_mean'].value:.1%} won against random (95% {lo:.1%}-{hi:.1%}, "
+        f"peak {m['win_ratio_peak'].value:.0%}; {m['published'].value}); vs traditional: "
+        f"{m['vs_traditional'].value or 'not played'}; "
+        + (f"Elo {m['elo'].value:.0f} (random = 0)" if "elo" in m else "no Elo: the random mover finished no game")
+    )
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("selfplay", help="learn an evaluation by TD self-play (Hui 2018); games go into the store")
+    add_arguments(s, TDConfig)
+    s.add_argument("--evaluate", action="store_true", help="then the published checks of the last checkpoint")
+    for name in ("batches", "batch_games", "openings"):
+        add_arguments(s, TDEvaluation, names=[name])
+    s.set_defaults(func=cmd_selfplay)
