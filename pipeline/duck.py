@@ -1,9 +1,17 @@
-"""DuckDB over the store: views from sql/views, ad-hoc queries, reports."""
+"""DuckDB over the store: views from sql/views, ad-hoc queries, reports.
+
+A store on S3 is read through fsspec's s3fs, registered on every connection this module opens
+(`register_filesystem`; the PyPI duckdb wheel has no httpfs and nothing is downloaded at run
+time), so the views' `s3://bucket/prefix/<table>/**/*.parquet` globs read it. The DuckDB file of
+such a store stays local, in the store's cache folder (Store.local_dir, see pipeline/storage.py).
+"""
 
 from __future__ import annotations
 
 import os
 import re
+import threading
+import weakref
 from importlib import resources
 from pathlib import Path
 
@@ -11,6 +19,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline import storage
 from pipeline.schemas import table_schemas
 from pipeline.store import Store, atomic_path
 
@@ -51,7 +60,8 @@ def ensure_schema_files(store: Store) -> None:
     """A zero-row Parquet file per table, so the views bind before anything is written."""
     for table, schema in table_schemas().items():
         path = store.root / table / SCHEMA_FILE
-        if path.exists() and pq.read_schema(path).equals(schema):
+        fs, where = storage.read_filesystem(path)
+        if storage.exists(path) and pq.read_schema(where, filesystem=fs).equals(schema):
             continue
         with atomic_path(path) as tmp:
             pq.write_table(schema.empty_table(), tmp)
@@ -81,7 +91,7 @@ def view_sql(store: Store, name: str, in_file: bool = False) -> str:
     """The DDL of sql/views/<name>.sql for this store. `in_file`: for the store's chess.duckdb,
     whose Parquet views carry the guard that fails when the file was copied or moved away
     from this store (see store_guard.sql); in-memory sessions need no guard."""
-    root = glob_escape(os.path.realpath(store.root))
+    root = glob_escape(str(store.root) if store.remote else os.path.realpath(store.root))
 
     def fill(m: re.Match) -> str:
         what = m.group(1)
@@ -112,8 +122,16 @@ def create_views(store: Store) -> Path:
     with atomic_path(store.duckdb_path) as tmp:
         tmp.unlink()  # DuckDB makes its own file; an empty one is not a database
         with duckdb.connect(str(tmp)) as con:
+            attach_storage(con, store)
             create_views_in(con, store, in_file=True)
     return store.duckdb_path
+
+
+def attach_storage(con: duckdb.DuckDBPyConnection, store: Store) -> duckdb.DuckDBPyConnection:
+    """Let con read an S3 store: its s3fs filesystem registered (nothing to do for a local store)."""
+    if store.remote:
+        con.register_filesystem(storage.fsspec_filesystem())
+    return con
 
 
 def create_views_in(con: duckdb.DuckDBPyConnection, store: Store, in_file: bool = False) -> None:
@@ -145,6 +163,7 @@ def memory_connection(store: Store) -> duckdb.DuckDBPyConnection:
     ensure_schema_files(store)
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
+    attach_storage(con, store)
     create_views_in(con, store)
     return con
 
@@ -152,7 +171,7 @@ def memory_connection(store: Store) -> duckdb.DuckDBPyConnection:
 def connect(store: Store, read_only: bool = True) -> duckdb.DuckDBPyConnection:
     """A connection to the store's DuckDB file (built on first use, rebuilt when it was built
     for another place)."""
-    return duckdb.connect(str(refresh_views(store)), read_only=read_only)
+    return attach_storage(duckdb.connect(str(refresh_views(store)), read_only=read_only), store)
 
 
 # Read-only queries ------------------------------------------------------------------------
@@ -349,21 +368,75 @@ def read_statement(con: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement
     return statements[0]
 
 
+_SHARED: dict[str, list] = {}
+"""DuckDB file path -> [its configured read-only connection, how many of its cursors are out]."""
+_SHARED_LOCK = threading.Lock()
+
+
 def read_only_connection(store: Store) -> duckdb.DuckDBPyConnection:
     """The store's DuckDB file, opened read-only with its configuration locked (no SET, no
     logging or profiling to files), after refresh_views made sure its views read this store.
     (An in-memory session building the views afresh reads the same but costs about 1 s more
-    on a store of 200 archives: every view binds its Parquet footers.)"""
+    on a store of 200 archives: every view binds its Parquet footers.)
+
+    DuckDB keeps one database instance per file within a process, and `lock_configuration` is
+    a setting of that instance, while the progress bar is one of each connection: a second
+    connection to a locked instance could not turn its progress bar off (it prints into the
+    `sql` output). So each file has one hidden connection per process, configured once (progress
+    bar off, the store's filesystem registered, configuration locked), and every caller gets a
+    cursor of it (a connection of its own to the same instance, with those settings). The hidden
+    one is closed once the last cursor handed out is garbage-collected (CPython: when its last
+    reference goes), so the instance is let go as before."""
     if "?" in store_file(store):  # no DuckDB file can live there (create_views): views in memory
         con = memory_connection(store)
-    else:
-        con = duckdb.connect(str(refresh_views(store)), read_only=True)
-        con.execute("SET enable_progress_bar = false")
-    con.execute("SET lock_configuration = true")
+        con.execute("SET lock_configuration = true")
+        return con
+    path = str(refresh_views(store))
+    with _SHARED_LOCK:
+        shared = _SHARED.get(path)
+        if shared is None:
+            base = attach_storage(duckdb.connect(path, read_only=True), store)
+            if not base.sql("SELECT current_setting('lock_configuration')").fetchall()[0][0]:
+                base.execute("SET enable_progress_bar = false")  # else locked by a connection
+                base.execute("SET lock_configuration = true")  # opened otherwise: as it is
+            shared = _SHARED[path] = [base, 0]
+        con = shared[0].cursor()
+        shared[1] += 1
+    weakref.finalize(con, _release_shared, path, shared)
     return con
+
+
+def _release_shared(path: str, shared: list) -> None:
+    """One cursor of the file's hidden connection is gone; the last one closes that connection."""
+    with _SHARED_LOCK:
+        shared[1] -= 1
+        if shared[1] == 0:
+            if _SHARED.get(path) is shared:
+                del _SHARED[path]
+            shared[0].close()
 
 
 def query(store: Store, sql: str, params: list | dict | None = None) -> pa.Table:
     """The result of one query that reads (see read_statement) over this store's views."""
     with read_only_connection(store) as con:
-        return con.sql(read_statement(con, sql), params=params).to_arrow_table()
+        statement = read_statement(con, sql)
+        try:
+            return con.sql(statement, params=params).to_arrow_table()
+        except duckdb.Error as e:
+            unavailable = storage_error(e, store)
+            if unavailable is None:
+                raise
+            raise unavailable from e
+
+
+def storage_error(e: duckdb.Error, store: Store) -> storage.StoreUnavailable | None:
+    """An S3 store's read that failed inside DuckDB (its message is the Python traceback of the
+    registered filesystem) as one line naming the settings to check; None for other errors."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    if not store.remote or not lines or not lines[0].startswith("Traceback (most recent call last)"):
+        return None
+    s = storage.S3Settings.from_env()
+    return storage.StoreUnavailable(
+        f"{store.root}: reading from the S3 server at {s.where} failed ({lines[-1]}); check "
+        f"{s.endpoint_setting}, AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and that the bucket exists"
+    )

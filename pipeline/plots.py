@@ -146,8 +146,11 @@ def games_charts(games_file: Path | str, key: str) -> dict[str, bytes | int]:
     distinct player), and how many distinct players and rated players (by name) it holds."""
     import pyarrow.parquet as pq
 
+    from pipeline.storage import read_filesystem
+
+    fs, where = read_filesystem(games_file)  # a local file, or an object of an S3 store
     games = pq.read_table(
-        games_file, columns=["game_index", "ply_count", "white", "black", "white_elo", "black_elo"]
+        where, columns=["game_index", "ply_count", "white", "black", "white_elo", "black_elo"], filesystem=fs
     ).sort_by("game_index")
     if not games.num_rows:
         return {}
@@ -317,3 +320,97 @@ def elo_figure(fit, title: str) -> Figure:
 def elo_png(fit, title: str) -> bytes:
     """Ratings with 95% error bars, best first (at the top)."""
     return _png(elo_figure(fit, title))
+
+
+def piece_values_figure(by_phase: dict[str, dict[str, float]], published: dict[str, float], title: str) -> Figure:
+    phases = list(by_phase)
+    pieces = [p for p in ("knight", "bishop", "rook", "queen", "king") if any(p in by_phase[ph] for ph in phases)]
+    fig, ax = _figure(6.4, 3.6)
+    x = np.arange(len(phases))
+    for piece in pieces:
+        ax.plot(x, [by_phase[ph].get(piece, np.nan) for ph in phases], "o-", label=piece)
+    for v in published.values():
+        ax.axhline(v, color="grey", lw=0.6, ls=":")
+    ax.set_xticks(x, phases)
+    ax.set_ylabel("average value (pawn = 1 in each phase)")
+    ax.set_title(title)
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=max(len(handles), 1), fontsize=8)
+    fit_texts(fig)
+    return fig
+
+
+def piece_values_png(by_phase: dict[str, dict[str, float]], published: dict[str, float], title: str) -> bytes:
+    """Average learned value of each piece type per game phase, pawn = 1 within the phase; the
+    published values as dotted lines."""
+    return _png(piece_values_figure(by_phase, published, title))
+
+
+def pretrain_curves_figure(pretrain: list[dict], history: list[dict], baseline: float | None, title: str) -> Figure:
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.6, 3.6), layout="constrained")
+    for layer in sorted({r["layer"] for r in pretrain}):
+        rows = [r for r in pretrain if r["layer"] == layer]
+        ax1.plot([r["epoch"] for r in rows], [r["train_loss"] for r in rows], "o-", label=f"layer {layer}")
+    ax1.set_xlabel("epoch of the layer")
+    ax1.set_ylabel("reconstruction BCE")
+    ax1.set_title("layer-wise pretraining")
+    ax1.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    if pretrain:
+        ax1.legend(fontsize=7)
+    epochs = [h["epoch"] for h in history]
+    ax2.plot(epochs, [h["train_loss"] for h in history], "o-", label="train loss")
+    ax2.plot(epochs, [h["val_loss"] for h in history], "o-", label="val loss")
+    ax2.set_xlabel("epoch")
+    ax2.set_ylabel("loss")
+    ax2.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    acc = ax2.twinx()
+    acc.plot(epochs, [h.get("val_accuracy") for h in history], "s--", color="#2a7", label="val accuracy")
+    acc.axhline(0.5, color="grey", lw=0.8, ls=":", label="chance")
+    if baseline is not None:
+        acc.axhline(baseline, color="#c33", lw=1, ls="--", label="material baseline (val)")
+    acc.set_ylabel("pair accuracy")
+    acc.set_ylim(0.4, 1.0)
+    h1, l1 = ax2.get_legend_handles_labels()
+    h2, l2 = acc.get_legend_handles_labels()
+    ax2.legend(h1 + h2, l1 + l2, fontsize=7, loc="lower left")
+    ax2.set_title("fine-tuning on pairs")
+    fig.suptitle(title)
+    return fig
+
+
+def pretrain_curves_png(pretrain: list[dict], history: list[dict], baseline: float | None, title: str) -> bytes:
+    """Left: each layer's reconstruction loss during layer-wise pretraining; right: the
+    supervised epochs' losses and val accuracy, with chance (0.5) and a baseline's accuracy as
+    lines, so a run stuck at chance or below its baseline shows at a glance."""
+    return _png(pretrain_curves_figure(pretrain, history, baseline, title))
+
+
+def selfplay_curve_figure(history: list[dict], title: str) -> Figure:
+    """Per generation: the win ratio against the random mover (with its 95% interval) and the
+    mean squared TD error on a second axis."""
+    fig, ax = _figure(6.4, 3.4)
+    gens = [h["generation"] for h in history]
+    measured = [h for h in history if h.get("win_ratio") is not None]
+    if measured:
+        x = [h["generation"] for h in measured]
+        y = [h["win_ratio"] for h in measured]
+        lo = [h["win_ratio"] - h["win_interval"][0] for h in measured]
+        hi = [h["win_interval"][1] - h["win_ratio"] for h in measured]
+        ax.errorbar(x, y, yerr=[lo, hi], fmt="o-", capsize=3, label="win ratio vs random (95%)")
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("generation")
+    ax.set_ylabel("win ratio vs random")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    ax2 = ax.twinx()
+    ax2.plot(gens, [h["td_error"] for h in history], "s--", color="#c60", label="TD error (mean d^2)")
+    ax2.set_ylabel("TD error")
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.set_title(title)
+    fig.legend(h1 + h2, l1 + l2, loc="outside lower center", ncols=2, fontsize=8)
+    return fig
+
+
+def selfplay_curve_png(history: list[dict], title: str) -> bytes:
+    """The self-play learning curve (selfplay_curve_figure) as PNG bytes."""
+    return _png(selfplay_curve_figure(history, title))

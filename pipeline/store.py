@@ -1,4 +1,4 @@
-"""The store: one root directory holding archives, Parquet tables, DuckDB and Dagster.
+"""The store: one root (a folder, or an S3 prefix) holding archives, Parquet tables, DuckDB and Dagster.
 
 Layout (the store contract, every table with its columns: docs/STORE.md; the schemas:
 pipeline/schemas.py):
@@ -12,6 +12,10 @@ pipeline/schemas.py):
 
 Every file is written to a temporary name in its final directory and renamed into
 place, so a killed run never leaves a half-written file under a name readers glob.
+
+The root may also be `s3://bucket/prefix` (pipeline/storage.py: settings, atomic uploads,
+leases); the DuckDB file and the Dagster instance of such a store stay in a local folder
+(`Store.local_dir`), and partition locks are leases on S3 instead of flocks.
 """
 
 from __future__ import annotations
@@ -35,8 +39,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline import storage
+from pipeline.storage import TMP_SUFFIX, Lease, ObjectPath, StorePath, remove_stale_tmp
+
 ARCHIVE_SUFFIXES = (".pgn", ".pgn.zst", ".pgn.zstd", ".pgn.bz2", ".pgn.gz")
-TMP_SUFFIX = ".tmp"
 DATA_FILE = "data.parquet"
 PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 9, "use_dictionary": True}
 
@@ -45,16 +51,27 @@ NAME_MAX = 255
 TMP_NAME_MAX = 200
 """Bytes of the destination's name kept in a temporary name (the rest is .<random>.tmp)."""
 STALE_COPY_S = 60.0
+ADD_LEASE_TTL_S = 60.0
+"""Lease time of an S3 store's archive adder and index writer (renewed while held)."""
+PARTITION_LEASE_TTL_S = 120.0
+"""Lease time of an S3 store's partition writer (renewed every third of it while it writes)."""
+INDEX_ATTEMPTS = 5
 """A temporary file in the archives folder younger than this is never taken for stale."""
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_KEY = 120
 
 
-def default_root(environ: Mapping[str, str] | None = None) -> Path:
-    """Store root from CHESS_PIPELINE_HOME, else ./store (resolved when called, not at import)."""
+def default_root(environ: Mapping[str, str] | None = None) -> StorePath:
+    """Store root from CHESS_PIPELINE_HOME (a folder or s3://bucket/prefix), else ./store
+    (resolved when called, not at import)."""
     env = os.environ if environ is None else environ
-    return Path(env.get("CHESS_PIPELINE_HOME") or "store").expanduser().resolve()
+    return storage.parse_root(env.get("CHESS_PIPELINE_HOME") or "store")
+
+
+def store_root(given: str | os.PathLike | None) -> StorePath:
+    """The root a command was given (--home), else default_root()."""
+    return storage.parse_root(given) if given else default_root()
 
 
 def is_archive_name(name: str) -> bool:
@@ -81,33 +98,85 @@ def partition_key(relative_path: str) -> str:
 
 @dataclass(frozen=True)
 class Store:
-    root: Path
+    root: StorePath
+    """A folder (Path), or an S3 prefix (ObjectPath; a str `s3://...` is parsed into one)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.root, str) and "://" in self.root:
+            object.__setattr__(self, "root", storage.parse_root(self.root))
+        elif not isinstance(self.root, (Path, ObjectPath)):
+            object.__setattr__(self, "root", Path(self.root))
 
     @property
-    def archives_dir(self) -> Path:
+    def remote(self) -> bool:
+        """Whether the store lives on object storage (S3)."""
+        return isinstance(self.root, ObjectPath)
+
+    @property
+    def local_dir(self) -> Path:
+        """The folder for what must stay on this machine: the root itself for a local store,
+        a cache folder for an S3 store (storage.local_cache_dir)."""
+        return storage.local_cache_dir(self.root) if isinstance(self.root, ObjectPath) else self.root
+
+    @property
+    def archives_dir(self) -> StorePath:
         return self.root / "archives"
 
     @property
     def duckdb_path(self) -> Path:
-        return self.root / "chess.duckdb"
+        return self.local_dir / "chess.duckdb"
 
     @property
     def dagster_home(self) -> Path:
-        return self.root / "dagster"
+        return self.local_dir / "dagster"
 
-    def partition_dir(self, table: str, key: str) -> Path:
+    def partition_dir(self, table: str, key: str) -> StorePath:
         return self.root / table / f"archive={key}"
 
-    def partition_file(self, table: str, key: str) -> Path:
+    def partition_file(self, table: str, key: str) -> StorePath:
         return self.partition_dir(table, key) / DATA_FILE
 
     def table_glob(self, table: str) -> str:
         return str(self.root / table / "archive=*" / "*.parquet")
 
     def ensure(self) -> Store:
+        """Create a local store's folders; for an S3 store, check that the endpoint answers, takes
+        the credentials and has the bucket (StoreUnavailable, one line, otherwise; nothing is written)."""
+        if isinstance(self.root, ObjectPath):
+            storage.check_bucket(self.root)
+            return self
         self.root.mkdir(parents=True, exist_ok=True)
         self.archives_dir.mkdir(parents=True, exist_ok=True)
         return self
+
+    def is_new(self) -> bool:
+        """No store here yet (no archives folder; on S3, no object under the root)."""
+        if isinstance(self.root, ObjectPath):
+            return next(storage.list_objects(self.root), None) is None
+        return not self.archives_dir.is_dir()
+
+    @contextmanager
+    def lease(
+        self,
+        name: str,
+        ttl_s: float,
+        wait: bool = False,
+        on_wait: Callable[[str], None] | None = None,
+        poll_s: float = 1.0,
+    ) -> Iterator[Lease]:
+        """Exclusive work on `name` across processes and machines; yields a Lease, true if held.
+
+        Local store: an flock on <root>/.locks/leases/<name>.lock (the kernel drops it when
+        the holder exits; ttl_s is not needed). S3 store: a lease object renewed every ttl_s/3
+        and taken over by another worker once ttl_s passed without renewal (storage.s3_lease).
+        wait: block until it is free (on_wait is told once), else yield a false Lease at once."""
+        if isinstance(self.root, ObjectPath):
+            with storage.s3_lease(self.root, name, ttl_s, wait=wait, on_wait=on_wait, poll_s=poll_s) as lease:
+                yield lease
+            return
+        path = self.locks_dir / "leases" / f"{partition_key(name)}.lock"
+        with file_lock(path, wait=wait, on_wait=on_wait, what=name) as held:
+            yield Lease(name, held)
 
     # Archives -----------------------------------------------------------------
     #
@@ -119,12 +188,52 @@ class Store:
     # only new content under a new name is a new partition.
 
     @property
-    def index_path(self) -> Path:
+    def index_path(self) -> StorePath:
         return self.root / ARCHIVE_INDEX
 
     @property
     def locks_dir(self) -> Path:
-        return self.root / ".locks"
+        """flock files (local to this machine; an S3 store's cross-machine locks are leases)."""
+        return self.local_dir / ".locks"
+
+    def _archive_files(self) -> tuple[list[tuple[str, StorePath, list]], list[Path]]:
+        """(relative name, path, signature) of every archive file, and the dangling links."""
+        if isinstance(self.archives_dir, ObjectPath):
+            top = self.archives_dir
+            files = []
+            for obj in storage.list_objects(top):
+                path = ObjectPath(top.bucket, obj["Key"])
+                rel = path.relative_to(top).as_posix()
+                if is_archive_name(path.name) and not any(part.startswith(".") for part in rel.split("/")):
+                    files.append((rel, path, [obj["Size"], obj["ETag"].strip('"')]))
+            return files, []
+        files, dangling = _walk_archives(self.archives_dir)
+        return [(rel, path, _signature(st)) for rel, path, st in files], dangling
+
+    def _read_index(self) -> tuple[dict, str | None]:
+        """The archive index and (S3) its ETag, for a conditional write back."""
+        if isinstance(self.index_path, ObjectPath):
+            fetched = storage.get(self.index_path)
+            if fetched is None:
+                return {}, None
+            try:
+                return json.loads(fetched.data), fetched.etag
+            except ValueError:
+                return {}, fetched.etag
+        return _read_index(self.index_path), None
+
+    def _write_index(self, index: dict, etag: str | None) -> None:
+        """Locally: atomically (under the index lock). On S3: a PUT conditional on the object being
+        the one read (If-Match its ETag, If-None-Match when there was none): PreconditionFailed
+        when another writer changed it since."""
+        if isinstance(self.index_path, ObjectPath):
+            data = json.dumps(index, indent=1, sort_keys=True).encode()
+            if etag:
+                storage.put(self.index_path, data, if_match=etag)
+            else:
+                storage.put(self.index_path, data, if_none_match=True)
+        else:
+            _write_json(self.index_path, index)
 
     def scan_archives(self, hash_budget_s: float | None = None) -> ArchiveScan:
         """Walk the archives folder once (links followed, loops cut, each real file once),
@@ -133,16 +242,15 @@ class Store:
         hash_budget_s: stop starting new hashes after this long (sha256 reads ~280 MB/s here);
         the files left unhashed are left out of this scan (`unhashed` counts them) and hashed by
         a later one, the hashes already made being kept. The sensor uses it to finish its tick."""
-        files, dangling = _walk_archives(self.archives_dir)
+        files, dangling = self._archive_files()
         if not files and not dangling:
             return ArchiveScan({}, {}, {}, dangling)
-        old = _read_index(self.index_path)
+        old, _ = self._read_index()
         cache = old.get("files", {})
         hashed: dict[str, tuple[list, str]] = {}
         deadline = None if hash_budget_s is None else time.monotonic() + hash_budget_s
         unhashed = 0
-        for rel, path, st in files:
-            sig = _signature(st)
+        for rel, path, sig in files:
             entry = cache.get(rel)
             if entry and entry.get("sig") == sig:
                 hashed[rel] = (sig, entry["sha256"])
@@ -153,8 +261,19 @@ class Store:
                     hashed[rel] = (sig, file_sha256(path))
                 except OSError:
                     continue  # vanished or unreadable: the next scan sees it again
+        for _attempt in range(INDEX_ATTEMPTS):
+            try:
+                return self._map_archives(files, dangling, hashed, old, unhashed)
+            except storage.PreconditionFailed:
+                continue  # another writer changed the S3 index since we read it: map again
+        raise RuntimeError(
+            f"{self.index_path}: changed by other writers {INDEX_ATTEMPTS} times while this scan "
+            "wrote it; run the command again"
+        )
+
+    def _map_archives(self, files, dangling, hashed, old, unhashed) -> ArchiveScan:
         with self._index_lock():
-            index = _read_index(self.index_path)
+            index, etag = self._read_index()
             keys: dict[str, dict] = index.setdefault("keys", {})
             archives: dict[str, Path] = {}
             hashes: dict[str, str] = {}
@@ -185,14 +304,14 @@ class Store:
                 keys[key] = {"sha256": hashes[key], "path": path.relative_to(self.archives_dir).as_posix()}
             index["files"] = {rel: {"sig": sig, "sha256": h} for rel, (sig, h) in hashed.items()}
             if index != old:
-                _write_json(self.index_path, index)
+                self._write_index(index, etag)
         return ArchiveScan(archives, hashes, duplicates, dangling, unhashed)
 
     def find_archives(self) -> dict[str, Path]:
         """Every distinct archive under the archives folder (recursively), by partition key."""
         return self.scan_archives().archives
 
-    def archive_path(self, key: str) -> Path:
+    def archive_path(self, key: str) -> StorePath:
         scan = self.scan_archives()
         path = scan.archives.get(key)
         if path is None:
@@ -207,6 +326,17 @@ class Store:
                 "was the file moved or deleted? Put it back or remove the partition"
             )
         return path
+
+    @contextmanager
+    def local_archive(self, key: str) -> Iterator[Path]:
+        """The archive of partition `key` as a local file: its own path in a local store, a
+        downloaded copy (removed afterwards) in an S3 store."""
+        path = self.archive_path(key)
+        if isinstance(path, ObjectPath):
+            with storage.local_copy(path) as local:
+                yield local
+        else:
+            yield path
 
     def add_archive(self, source: Path, copy: bool = False) -> str:
         """Put an archive into the archives folder (a symlink unless copy) and return its key.
@@ -225,6 +355,8 @@ class Store:
         if not is_archive_name(name):
             raise ArchiveNameError(f"{given.name}: not an archive name (expected one of {', '.join(ARCHIVE_SUFFIXES)})")
         self.ensure()
+        if isinstance(self.archives_dir, ObjectPath):
+            return self._add_archive_remote(real, name)
         archives = self.archives_dir.absolute()
         for candidate in (given, real):
             if archives in candidate.parents or self.archives_dir.resolve() in candidate.parents:
@@ -241,10 +373,8 @@ class Store:
         # different files under one name must not both take it (os.replace would put one
         # over the other), nor two adds of the same bytes make two archives.
         with file_lock(self.locks_dir / "archive_add.lock"):
-            scan = self.scan_archives()
-            for key, h in scan.hashes.items():
-                if h == digest:
-                    return key
+            if (known := self.scan_archives().key_with_hash(digest)) is not None:
+                return known
             stem, suffix = _split_suffix(name)
             n = 0
             while True:
@@ -263,16 +393,36 @@ class Store:
                     raise
                 break
             # Registered only now, with its final name in place.
-            scan = self.scan_archives()
-            for key, path in scan.archives.items():
-                if path == target:
-                    return key
-            return scan.duplicates[target]
+            return self.scan_archives().key_at(target)
+
+    def _add_archive_remote(self, real: Path, name: str) -> str:
+        """add_archive for an S3 store: the file is uploaded (atomically: the object appears
+        whole or not at all) into archives/, with its sha256 as object metadata; the index
+        object is written conditionally (see _write_index)."""
+        digest = file_sha256(real)
+        # One adder at a time, on every machine: two adds of different files must not take one
+        # name (the second PUT would replace the first), nor two of the same bytes make two archives.
+        with self.lease("archive_add", ADD_LEASE_TTL_S, wait=True):
+            if (known := self.scan_archives().key_with_hash(digest)) is not None:
+                return known
+            stem, suffix = _split_suffix(name)
+            n = 0
+            while True:
+                target = self.archives_dir / (name if n == 0 else _numbered(stem, n, suffix))
+                if storage.head(target) is None:
+                    break
+                n += 1
+            storage.upload_file(real, target, metadata={"sha256": digest})
+            return self.scan_archives().key_at(target)
 
     # Locks ------------------------------------------------------------------------
 
     @contextmanager
     def _index_lock(self):
+        if self.remote:  # the index object is also written conditionally (_write_index)
+            with self.lease("archive_index", ADD_LEASE_TTL_S, wait=True, poll_s=0.2):
+                yield
+            return
         with file_lock(self.locks_dir / "archive_index.lock"):
             yield
 
@@ -283,10 +433,17 @@ class Store:
         flock on a file under <root>/.locks: the kernel drops it when the holder exits, however
         it exits. A second writer of the same partition waits for the first (on_wait gets a
         message saying so) and then writes it again. While the lock is held, no other run
-        writes the partition, so temporary files found in it are stale and may go."""
+        writes the partition, so temporary files found in it are stale and may go.
+
+        Yields a Lease: on an S3 store a lease object (no flock there), whose `check()` the
+        writer calls before it commits, so a writer that lost it commits nothing."""
+        if self.remote:  # no flock on object storage: a lease, waited for
+            with self.lease(f"partition-{key}", PARTITION_LEASE_TTL_S, wait=True, on_wait=on_wait) as lease:
+                yield lease
+            return
         path = self.locks_dir / "partitions" / f"{key}.lock"
-        with file_lock(path, on_wait=on_wait, what=f"partition {key}"):
-            yield
+        with file_lock(path, on_wait=on_wait, what=f"partition {key}") as held:
+            yield Lease(f"partition {key}", held)
 
 
 @dataclass(frozen=True)
@@ -302,12 +459,33 @@ class ArchiveScan:
     unhashed: int = 0
     """New or changed files left for a later scan (the hashing time budget ran out)."""
 
+    def key_with_hash(self, digest: str) -> str | None:
+        """The partition whose file has this sha256, if any."""
+        return next((key for key, h in self.hashes.items() if h == digest), None)
+
+    def key_at(self, path: Path) -> str:
+        """The partition key of the file at path (a partition's own, or the one it duplicates)."""
+        for key, p in self.archives.items():
+            if p == path:
+                return key
+        return self.duplicates[path]
+
 
 class ArchiveNameError(ValueError):
     pass
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(path: StorePath) -> str:
+    """sha256 of a file; of an S3 object, the sha256 its uploader recorded (add_archive), else
+    of its bytes, downloaded."""
+    if isinstance(path, ObjectPath):
+        meta = storage.head(path)
+        if meta is None:
+            raise FileNotFoundError(f"{path}: no such object")
+        if meta.get("Metadata", {}).get("sha256"):
+            return meta["Metadata"]["sha256"]
+        with storage.local_copy(path) as local:
+            return file_sha256(local)
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
@@ -402,36 +580,6 @@ def file_lock(
         os.close(fd)  # closing drops the lock
 
 
-def remove_stale_tmp(folder: Path, min_age_s: float = 0.0, prefix: str = "") -> int:
-    """Remove the temporary files (.*.tmp) in folder that no live writer holds.
-
-    atomic_path keeps an flock on its temporary file until it is renamed, so a file whose
-    lock is free belongs to a writer that has died. min_age_s spares files too new to be
-    locked yet (created a moment ago by a writer that has not taken its lock). prefix narrows
-    the files to .<prefix>*.tmp."""
-    removed = 0
-    if not folder.is_dir():
-        return removed
-    now = time.time()
-    for p in folder.glob(f".{prefix}*{TMP_SUFFIX}"):
-        try:
-            fd = os.open(p, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            if min_age_s and now - os.fstat(fd).st_mtime < min_age_s:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # a live writer holds it
-            p.unlink(missing_ok=True)
-            removed += 1
-        finally:
-            os.close(fd)
-    return removed
-
-
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -459,11 +607,11 @@ _PROGRESS = re.compile(r"^\.progress-(\d+)\.json$")
 
 
 def remove_stale_progress_files(store: Store) -> int:
-    """Remove the CLI's progress files (<root>/<folder>/.progress-<pid>.json) whose process is gone."""
+    """Remove the CLI's progress files (<local_dir>/<folder>/.progress-<pid>.json) whose process is gone."""
     removed = 0
-    if not store.root.is_dir():
+    if not store.local_dir.is_dir():
         return removed
-    for folder in store.root.iterdir():
+    for folder in store.local_dir.iterdir():
         if not folder.is_dir() or folder.name.startswith("."):
             continue
         for p in folder.glob(".progress-*.json"):
@@ -546,7 +694,9 @@ def no_space_error(e: BaseException, paths: list[Path]) -> str | None:
     return None
 
 
-def raise_if_no_space(e: BaseException, path: Path) -> None:
+def raise_if_no_space(e: BaseException, path: StorePath) -> None:
+    if isinstance(path, ObjectPath):
+        path = storage.cache_root()  # what fills up is the local spool of the upload
     if is_no_space(e) and not isinstance(e, NoSpaceError):
         raise NoSpaceError(errno.ENOSPC, no_space_message(path)) from None  # the message says it all
 
@@ -583,13 +733,21 @@ def _file_mode() -> int:
 
 
 @contextmanager
-def atomic_path(dest: Path):
+def atomic_path(dest: StorePath):
     """Yield a temporary path beside dest; on success it is renamed onto dest.
+
+    dest on S3 (an ObjectPath): the temporary path is a local spool file, uploaded as dest
+    when the block ends without an exception (storage.atomic_upload: the object appears whole
+    or not at all).
 
     The temporary name is .<name>.<random>.tmp, with the name shortened so that it fits in
     NAME_MAX bytes however long dest's name is. The writer holds an flock on the temporary
     file until it is renamed (or removed), so remove_stale_tmp can tell a dead writer's file
     from a live one's."""
+    if isinstance(dest, ObjectPath):
+        with storage.atomic_upload(dest) as tmp:
+            yield tmp
+        return
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{_shorten(dest.name, TMP_NAME_MAX)}.", suffix=TMP_SUFFIX, dir=dest.parent)
@@ -605,7 +763,7 @@ def atomic_path(dest: Path):
         os.close(fd)  # drops the lock
 
 
-def write_parquet(path: Path, table: pa.Table, row_group_size: int | None = None) -> Path:
+def write_parquet(path: StorePath, table: pa.Table, row_group_size: int | None = None) -> StorePath:
     """One whole table to path with the store's Parquet options, atomically (atomic_path)."""
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, row_group_size=row_group_size, **PARQUET_OPTIONS)
@@ -621,8 +779,8 @@ def _shorten(name: str, limit: int) -> str:
 class AtomicParquetWriter:
     """Streams record batches into a Parquet file that appears only on commit."""
 
-    def __init__(self, dest: Path, schema: pa.Schema, options: Mapping | None = None):
-        self.dest = Path(dest)
+    def __init__(self, dest: StorePath, schema: pa.Schema, options: Mapping | None = None):
+        self.dest = dest if isinstance(dest, ObjectPath) else Path(dest)
         self.schema = schema
         self._ctx = atomic_path(self.dest)
         self._tmp = self._ctx.__enter__()

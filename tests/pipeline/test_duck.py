@@ -122,3 +122,30 @@ def test_a_copied_duckdb_file_refuses_to_read_the_original_store(tmp_path):
     # connect() rebuilds the copy's file for the copy: its own 2 games.
     with connect(Store(tmp_path / "snapshot")) as con:
         assert con.sql("SELECT count(*) FROM games").fetchall()[0][0] == 2
+
+
+def test_two_read_only_connections_in_one_process_both_answer(tmp_path):
+    """DuckDB shares one database instance per file within a process, and the first read-only
+    connection locks that instance's configuration: a second one opened while the first is open
+    must still answer, with the progress bar off (it would print into `sql` output) and the
+    configuration locked, and must keep answering after the first is closed."""
+    import duckdb
+
+    from pipeline.duck import read_only_connection
+
+    store = Store(tmp_path / "store").ensure()
+    add_pgn(store, tmp_path, "a.pgn", RATED_GAMES)
+    create_views(store)
+    first = read_only_connection(store)
+    second = read_only_connection(store)
+    for con in (first, second):
+        assert con.sql("SELECT count(*) FROM games").fetchall() == [(4,)]
+        assert con.sql("SELECT current_setting('enable_progress_bar')").fetchall() == [(False,)]
+        with pytest.raises(duckdb.Error, match="configuration has been locked"):
+            con.execute("SET threads = 1")
+    first.close()
+    assert second.sql("SELECT count(*) FROM games").fetchall() == [(4,)]
+    with read_only_connection(store) as third:  # opened after the first was closed
+        assert third.sql("SELECT count(*) FROM positions").fetchall()[0][0] > 0
+    second.close()
+    assert query(store, "SELECT count(*) AS n FROM games").column("n")[0].as_py() == 4
