@@ -4,10 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 
-.PHONY: install demo test test-fast lint ui bench clean clean-store
+.PHONY: install demo test test-fast lint ui bench cluster-test clean clean-store
 
 install: $(STAMP)
 	@scripts/install_stockfish.sh
+	@scripts/install_explorer_web.sh
 	@$(BIN)/python -c "import pipeline._replay" 2>/dev/null || echo "warning: the compiled ingest loops \
 	(pipeline/_replay.c) were not built, so ingest runs its Python loops (about 2.5x slower). Install a C \
 	compiler and the Python headers (Debian: apt-get install build-essential python3-dev), then \
@@ -39,6 +40,11 @@ lint: $(STAMP)
 
 ui: install
 	$(BIN)/chess-pipeline ui
+
+# The cluster profile on this machine: Postgres, Redis, moto S3 and Celery workers on 127.0.0.1,
+# two real archives through both profiles, compared (deploy/cluster_test.py; README "Running on a cluster").
+cluster-test: install
+	$(BIN)/python -m deploy.cluster_test
 
 bench: install
 	@command -v pgn-extract >/dev/null 2>&1 || [ -x /usr/games/pgn-extract ] || \

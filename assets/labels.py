@@ -1,19 +1,28 @@
 """Stockfish labels of every distinct position, and their nightly re-labelling."""
 
-import json
 import os
-from pathlib import Path
+import warnings
+from collections.abc import Iterator
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import dagster as dg
 
-from assets.config import DescribedConfig
+from assets.config import config_from
 from assets.metadata import md_table, png_md
+from assets.partitions import (
+    SHARD_KEYS,
+    partition_request_args,
+    partition_runs,
+    shard_key,
+    shard_partitions,
+    shards_of,
+)
+from assets.profile import ENGINE_OP_TAGS, Profile
+from assets.progress import run_progress
 from assets.resources import StockfishResource, StoreResource
-from pipeline.engine import CP_BOUND, MATE_BOUND, Limit, LimitKind
+from pipeline.engine import CP_BOUND, MATE_BOUND, Limit
 from pipeline.labels import (
     ORDERS,
-    SHARDS,
     LabelProgress,
     LabelRun,
     Order,
@@ -24,63 +33,55 @@ from pipeline.labels import (
     search_timeout,
 )
 from pipeline.plots import histogram_png
-from pipeline.store import atomic_path
 
 GROUP = "labels"
-PROGRESS_TAG = "chess-pipeline/progress-file"
-"""Run tag naming a JSON file the asset keeps up to date with its progress (the CLI's bar)."""
-WRITE_EVERY_S = 0.5
-"""How often a progress file is rewritten at most (the CLI's bar polls it twice a second)."""
-LOG_EVERY_S = 10.0
+POOL = "stockfish"
+"""The Dagster concurrency pool of the labels step: its instance-wide limit bounds how many
+labels steps (each an engine pool) run at once (README, "Stockfish labels")."""
+
+# BackfillPolicy is beta in Dagster 1.13: said once here, not on every command's stderr.
+warnings.filterwarnings("ignore", message="Parameter `backfill_policy` of function `asset`", category=dg.BetaWarning)
 
 
-def write_progress(path: Path, done: int, failed: int, total: int) -> None:
-    """The progress file the CLI's bar reads (assets.cli.progress_bar), written atomically."""
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps({"done": done, "failed": failed, "total": total}))
+class LabelsConfig(
+    config_from(
+        LabelRun,
+        name="LabelRunSettings",
+        base=config_from(Limit, name="LimitSettings", rename={"kind": "limit"}),
+        names=["max_positions", "relabel", "order", "retry_failed", "archives"],
+    )
+):
+    """A labels run: pipeline.engine.Limit's fields (`kind` as `limit`), then
+    pipeline.labels.LabelRun's (the labels_automation sensor sets `archives` to the archives
+    just ingested), and the time bound in minutes."""
 
-
-class LabelsConfig(DescribedConfig):
-    limit: LimitKind = "depth"
-    """depth, nodes or static (Stockfish's `eval`: no search)."""
-    value: int = 8
-    """Depth or node count of the search (ignored for static)."""
-    max_positions: int = 0
-    """Bound on positions this run labels; 0 = no bound."""
     max_minutes: float = 0.0
-    """Bound on this run's labelling time; 0 = no bound."""
-    relabel: bool = False
-    """Re-label positions whose labels all fall short of this setting (shallower, or by
-    another engine version) instead of labelling unlabelled ones."""
-    order: Order = "first_seen"
-    """first_seen (game by game), or for re-labelling: oldest (oldest label first) or most_used."""
-    retry_failed: bool = False
-    """Try again positions an earlier run of this setting recorded as failed."""
-    shards: list[int] = []
-    """Shards (0-15, by position key) this run may take; empty = all."""
-    archives: list[str] = []
-    """Only positions that occur in these archive partitions (keys); empty = the whole store.
-    The labels_automation sensor sets it to the archives just ingested."""
+    """Bound on this run's labelling time; 0 = no bound (LabelRun.max_seconds, in minutes)."""
 
 
-def _fmt_eta(seconds) -> str:
-    if seconds is None:
-        return "?"
-    m, s = divmod(int(seconds), 60)
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+def metadata_shards(keys) -> str:
+    """A run's partitions as the metadata says them: "03", or a range "00..15"."""
+    return keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
 
 
 @dg.asset(
     group_name=GROUP,
     deps=["positions"],
+    # One partition per position-key shard, one step per run: a single-run backfill labels every
+    # shard of its range with the run's one engine pool (the embedded default); a profile whose
+    # steps go to workers sets multi_run (labels_for_profile) and each partition is a run.
+    partitions_def=shard_partitions,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    pool=POOL,
+    op_tags=ENGINE_OP_TAGS,  # the cluster's Celery executor sends the step to the `stockfish` queue
     # New archives start a run over their own positions through the labels_automation sensor
     # below (bounded), not an automation condition: that would label the whole backlog.
     check_specs=[
         dg.AssetCheckSpec(
             "coverage",
             asset="labels",
-            description="every distinct position has a label (or a recorded failure) for the run's setting",
+            description="every distinct position of the run's shards has a label (or a recorded failure) "
+            "for the run's setting",
         ),
         dg.AssetCheckSpec(
             "scores_in_range",
@@ -93,7 +94,7 @@ def _fmt_eta(seconds) -> str:
         dg.AssetCheckSpec(
             "no_duplicate_labels",
             asset="labels",
-            description="no distinct position labelled twice under one engine setting "
+            description="no distinct position of the run's shards labelled twice under one engine setting "
             "(ERROR: the CLI fails when it does not pass)",
         ),
     ],
@@ -103,7 +104,15 @@ def labels(context: dg.AssetExecutionContext, config: LabelsConfig, store: Store
     setting, appended under `labels/<engine>_<limit>/`. Positions already labelled under the
     setting cost nothing; a run can be bounded by positions or minutes and resumes where the
     last one stopped. With relabel, positions whose labels fall short of the setting get a
-    new label beside the old ones."""
+    new label beside the old ones. Partitioned by position-key shard: a run labels the shards
+    of its partition (range), and its checks cover those shards."""
+    if not (context.has_partition_key or context.has_partition_key_range):
+        raise dg.Failure(
+            f"labels is partitioned by position-key shard ({SHARD_KEYS[0]}..{SHARD_KEYS[-1]}): run it for a partition "
+            "or a range (the UI asks; `chess-pipeline label` runs them all)"
+        )
+    keys = context.partition_keys
+    shards = shards_of(keys)
     st = store.get()
     run = LabelRun(
         limit=Limit(config.limit, config.value),
@@ -112,22 +121,22 @@ def labels(context: dg.AssetExecutionContext, config: LabelsConfig, store: Store
         max_positions=config.max_positions,
         max_seconds=config.max_minutes * 60,
         retry_failed=config.retry_failed,
-        shards=tuple(config.shards) or tuple(range(SHARDS)),
+        shards=shards,
         archives=tuple(config.archives),
         run_id=context.run.run_id,
     )
-    progress_file = context.run.tags.get(PROGRESS_TAG)
-    last_log = [0.0]
+    reporter = run_progress(context, "positions")
 
     def progress(p: LabelProgress) -> None:
-        if p.seconds - last_log[0] >= LOG_EVERY_S or p.shard == "done":
-            last_log[0] = p.seconds
-            context.log.info(
-                f"{p.done + p.failed:,} of {p.total:,} positions done ({p.done:,} labelled, {p.failed:,} failed), "
-                f"{p.rate:,.0f} positions/s, ETA {_fmt_eta(p.eta_seconds)} (shard {p.shard})"
-            )
-        if progress_file:
-            write_progress(Path(progress_file), p.done, p.failed, p.total)
+        reporter.update(
+            p.done,
+            p.failed,
+            p.total,
+            detail=f" ({p.done:,} labelled, {p.failed:,} failed)",
+            suffix=f" (shard {p.shard})",
+            budget_left_s=p.budget_left_s,
+            final=p.shard == "done",
+        )
 
     pool = stockfish.pool
     setting = Setting.of(pool, run.limit)
@@ -147,20 +156,24 @@ def labels(context: dg.AssetExecutionContext, config: LabelsConfig, store: Store
         if b
     )
     context.log.info(
-        f"labelling with {setting} on {pool.workers} engine(s), "
+        f"labelling shard(s) {metadata_shards(keys)} with {setting} on {pool.workers} engine(s)"
+        f"{' pinned to cores ' + ', '.join(str(c) for cs in pool.cores for c in cs) if pool.cores else ''}, "
         f"{'re-labelling' if run.relabel else 'new positions'}{scope}{', ' + bounds if bounds else ''}; "
         f"search timeout {timeout}, {pool.retries} retries"
     )
     stats = label_store(st, pool, run, progress, progress_every_s=1.0)
-    cov = coverage(st, setting)
-    ok = integrity(st, setting, context.run.run_id)
+    cov = coverage(st, setting, shards)
+    ok = integrity(st, setting, context.run.run_id, shards)
     context.log.info(
         f"{stats.labelled:,} labelled, {stats.failed:,} failed in {stats.seconds:.0f}s "
         f"({stats.positions_per_second:,.0f} positions/s); coverage {cov['coverage']:.2%} of "
         f"{cov['distinct_positions']:,} distinct positions"
     )
     if stats.shards_busy:
-        context.log.warning(f"shards {stats.shards_busy} were being labelled by another run and were skipped")
+        context.log.warning(
+            f"shard(s) {', '.join(shard_key(s) for s in stats.shards_busy)} were being labelled by another run and "
+            "were skipped: that run labels them"
+        )
     metadata = {
         "engine": setting.engine,
         "limit": str(run.limit),
@@ -175,6 +188,8 @@ def labels(context: dg.AssetExecutionContext, config: LabelsConfig, store: Store
         "timeout_s": pool.timeout_s,
         "retries": pool.retries,
         "archives": ", ".join(run.archives) or "all",
+        "shards": metadata_shards(keys),
+        "shards_busy": ", ".join(shard_key(s) for s in stats.shards_busy) or "none",
         "distinct_positions": cov["distinct_positions"],
         "positions": cov["positions"],
         "repeat_share": round(cov["repeat_share"], 4),
@@ -227,6 +242,63 @@ def labels(context: dg.AssetExecutionContext, config: LabelsConfig, store: Store
     )
 
 
+BACKFILL_POLICIES: dict[Profile, dg.BackfillPolicy] = {
+    "embedded": dg.BackfillPolicy.single_run(),
+    "cluster": dg.BackfillPolicy.multi_run(max_partitions_per_run=1),
+}
+"""How a backfill (and the sensor's and the schedule's runs) splits the labels partitions:
+embedded, one run over every shard with the machine's one engine pool; cluster, one run per
+shard, each a step that the Celery executor sends to a worker of the stockfish queue."""
+
+
+def labels_for_profile(profile: Profile) -> dg.AssetsDefinition:
+    """The labels asset with the profile's backfill policy (the Definitions' one)."""
+    return labels.with_attributes(backfill_policy=BACKFILL_POLICIES[profile])
+
+
+def budget_shares(budget: int, runs: int) -> list[int]:
+    """A positions budget split over `runs` runs (0: no bound, for each); the shares add up to
+    the budget, and a run whose share would be 0 (more runs than positions) gets none."""
+    if not budget:
+        return [0] * runs
+    return [budget // runs + (1 if i < budget % runs else 0) for i in range(runs)]
+
+
+def label_run_requests(
+    policy: dg.BackfillPolicy | None, config: dict, run_key: str | None = None, tags: dict | None = None
+) -> list[dg.RunRequest]:
+    """The runs that label every shard with this LabelsConfig (as a dict), split as `policy`
+    splits a backfill (one run over the range, or one per partition); a positions budget is
+    shared out between the runs (a time budget is each run's: they run side by side)."""
+    runs = partition_runs(policy)
+    shares = budget_shares(config.get("max_positions", 0), len(runs))
+    requests = []
+    for keys, share in zip(runs, shares):
+        if config.get("max_positions", 0) and not share:
+            continue
+        args = partition_request_args(keys)
+        requests.append(
+            dg.RunRequest(
+                run_key=(f"{run_key}:{keys[0]}" if len(runs) > 1 else run_key) if run_key else None,
+                run_config=dg.RunConfig(ops={"labels": LabelsConfig(**{**config, "max_positions": share})}),
+                tags={**(tags or {}), **args.get("tags", {})},
+                partition_key=args.get("partition_key"),
+            )
+        )
+    return requests
+
+
+def _policy_in(context: dg.SensorEvaluationContext | dg.ScheduleEvaluationContext) -> dg.BackfillPolicy | None:
+    """The labels asset's backfill policy in the code location the tick runs in (this module's
+    asset's when the context knows none, as in a test that evaluates the function alone)."""
+    try:
+        repository_def = context.repository_def
+    except dg.DagsterInvariantViolationError:  # a schedule context without definitions
+        repository_def = None
+    assets_def = repository_def.assets_defs_by_key.get(dg.AssetKey("labels")) if repository_def else None
+    return (assets_def or labels).backfill_policy
+
+
 label_new_job = dg.define_asset_job(
     "label_new_archives",
     selection=["labels"],
@@ -277,12 +349,13 @@ def auto_label_settings(environ=os.environ) -> dict:
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="After each ingest, labels the positions of the archives just ingested (depth 8), at most "
-    "CHESS_PIPELINE_AUTO_LABEL_MINUTES (10) minutes / _POSITIONS positions a run; "
-    "CHESS_PIPELINE_AUTO_LABEL=off (or this toggle) turns it off.",
+    "CHESS_PIPELINE_AUTO_LABEL_MINUTES (10) minutes a run / _POSITIONS positions a tick (one run over every "
+    "shard, or one per shard under the cluster profile); CHESS_PIPELINE_AUTO_LABEL=off (or this toggle) turns it off.",
 )
 def labels_automation(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-    """One `labels` run per tick for the archive partitions whose positions were materialised
-    since the last tick, restricted to those archives' positions and bounded by the budget.
+    """The `labels` runs of one tick for the archive partitions whose positions were materialised
+    since the last tick, restricted to those archives' positions and bounded by the budget: one
+    run over every shard, or one per shard, as the asset's backfill policy says (the profile's).
     The first tick only notes where the event log stands: what was ingested before the sensor
     ran is left to `chess-pipeline label`."""
     records_filter = dg.AssetRecordsFilter(asset_key=dg.AssetKey("positions"))
@@ -303,16 +376,15 @@ def labels_automation(context: dg.SensorEvaluationContext) -> dg.SensorResult | 
     if not settings["enabled"]:
         return dg.SensorResult(cursor=cursor, skip_reason="CHESS_PIPELINE_AUTO_LABEL is off")
     keys = sorted({r.partition_key for r in records if r.partition_key})
-    config = LabelsConfig(archives=keys, max_minutes=settings["minutes"], max_positions=settings["positions"])
+    config = {"archives": keys, "max_minutes": settings["minutes"], "max_positions": settings["positions"]}
     return dg.SensorResult(
         cursor=cursor,
-        run_requests=[
-            dg.RunRequest(
-                run_key=f"label-new-{cursor}",
-                run_config=dg.RunConfig(ops={"labels": config}),
-                tags={"chess-pipeline/archives": str(len(keys))},
-            )
-        ],
+        run_requests=label_run_requests(
+            _policy_in(context),
+            config,
+            run_key=f"label-new-{cursor}",
+            tags={"chess-pipeline/archives": str(len(keys))},
+        ),
     )
 
 
@@ -351,10 +423,25 @@ def relabel_schedule(
 ) -> dg.ScheduleDefinition:
     """Nightly re-labelling: positions whose labels are shallower than `depth` or by an older
     engine get a depth-`depth` label, oldest first, for at most `minutes` and `positions`
-    (0: no bound)."""
-    config = LabelsConfig(
-        limit="depth", value=depth, relabel=True, order=order, max_minutes=minutes, max_positions=positions
-    )
+    (0: no bound). Its runs cover every shard, split as the asset's backfill policy says (the
+    positions budget shared out between them)."""
+    config = {
+        "limit": "depth",
+        "value": depth,
+        "relabel": True,
+        "order": order,
+        "max_minutes": minutes,
+        "max_positions": positions,
+    }
+    LabelsConfig(**config)  # a bad value fails when the definitions load, not at 02:00
+
+    def requests(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest]:
+        # Dagster wants a run key on each of several requests of one tick: the tick's time.
+        when = context.scheduled_execution_time
+        yield from label_run_requests(
+            _policy_in(context), config, run_key=f"relabel-{when:%Y%m%dT%H%M}" if when else "relabel"
+        )
+
     budget = (
         " and ".join(
             b for b in (f"{minutes:g} minutes" if minutes else "", f"{positions:,} positions" if positions else "") if b
@@ -366,7 +453,7 @@ def relabel_schedule(
         job=relabel_job,
         cron_schedule=cron,
         execution_timezone=timezone,
-        run_config=dg.RunConfig(ops={"labels": config}),
+        execution_fn=requests,
         default_status=dg.DefaultScheduleStatus.RUNNING,
         description=f"re-label to depth {depth}, {order} first, at most {budget} ({cron}, {timezone})",
     )

@@ -7,6 +7,7 @@ import dagster as dg
 from assets.ingest import ingest_job
 from assets.partitions import archives_partitions
 from assets.resources import StoreResource
+from pipeline.storage import mtime_ns
 
 DUPLICATES = "~duplicates"
 """Cursor entry listing the duplicate files already logged (no partition key starts with ~)."""
@@ -68,6 +69,6 @@ def archives_sensor(context: dg.SensorEvaluationContext, store: StoreResource) -
 
 def _mtime_ns(path) -> int:
     try:
-        return path.stat().st_mtime_ns
+        return mtime_ns(path)  # a file, or an S3 store's object
     except OSError:
         return 0

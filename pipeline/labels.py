@@ -5,12 +5,13 @@ A label setting is (engine name + version, limit kind, limit value). A distinct 
 position it stands for, so a key collision can never share a label. Clocks are not part of
 it: each distinct position is searched once, from a FEN with halfmove clock 0.
 
-Work is split into SHARDS shards by position_key. A run takes a shard by locking it
-(flock, so a killed run releases it), labels what the shard still lacks, and writes a new
-Parquet part every `flush_positions` labels or `flush_seconds`; a killed run loses at most
-the part in hand and the next run picks those positions up again. Concurrent runs of one
-setting skip each other's locked shards, so they split the work without labelling anything
-twice.
+Work is split into SHARDS shards by position_key (the labels asset's partitions). A run takes
+a shard by locking it (`shard_lock`: flock on a local store, so a killed run releases it; a
+lease object on an S3 store, where flock does not exist), labels what the shard still lacks,
+and writes a new Parquet part every `flush_positions` labels or `flush_seconds`; a killed run
+loses at most the part in hand and the next run picks those positions up again. Concurrent
+runs of one setting, on one machine or many, skip each other's locked shards, so they split
+the work without labelling anything twice.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -33,13 +34,18 @@ import pyarrow as pa
 from pipeline.duck import load_sql, memory_connection
 from pipeline.encoding import fens_from_columns
 from pipeline.engine import CP_BOUND, MATE_BOUND, EnginePool, Evaluation, Failure, Job, Limit
+from pipeline.progress import eta_seconds
 from pipeline.schemas import FAILURES_SCHEMA, LABELS_SCHEMA
+from pipeline.storage import Lease
 from pipeline.store import STALE_COPY_S, Store, file_lock, write_parquet
 from pipeline.store import remove_stale_tmp as store_remove_stale_tmp
 
 log = logging.getLogger(__name__)
 """Warnings a run cannot report through its progress callback (stderr, unless logging is configured)."""
 SHARDS = 16
+SHARD_LEASE_TTL_S = 120.0
+"""An S3 store's shard lease: renewed every third of this while held; a killed holder's shard
+is free again this long after its last renewal."""
 Order = Literal["first_seen", "oldest", "most_used"]
 ORDERS: tuple[str, ...] = get_args(Order)
 
@@ -110,11 +116,7 @@ class LabelProgress:
     def eta_seconds(self) -> float | None:
         """None until the total is known (it is counted while labelling starts); never
         beyond the end of the run's time bound."""
-        left = self.total - self.done - self.failed
-        eta = left / self.rate if self.rate > 0 and self.total > 0 else None
-        if eta is not None and self.budget_left_s is not None:
-            eta = min(eta, max(0.0, self.budget_left_s))
-        return eta
+        return eta_seconds(self.done + self.failed, self.total, self.rate, self.budget_left_s)
 
 
 def planned_total(pending: int, run: LabelRun, handled: int, seconds: float, budget_left_s: float | None) -> int:
@@ -242,11 +244,29 @@ def failures_dir(store: Store, setting: Setting) -> Path:
     return store.root / "label_failures" / setting.slug
 
 
+def shard_lock_name(setting: Setting, shard: int) -> str:
+    """The name of one shard's lock under the store's labels/.locks/ (one per setting and shard)."""
+    return f"{setting.slug}.shard-{shard:02d}.lock"
+
+
 @contextmanager
-def shard_lock(store: Store, setting: Setting, shard: int) -> Iterator[bool]:
-    """Try to lock one shard of one setting; yields whether this process holds it."""
-    with file_lock(store.root / "labels" / ".locks" / f"{setting.slug}.shard-{shard:02d}.lock", wait=False) as held:
-        yield held
+def shard_lock(store: Store, setting: Setting, shard: int) -> Iterator[Lease]:
+    """Try to take one shard of one setting without waiting; yields a Lease, true when this
+    process holds the shard. Held while the shard's pending positions are queried, labelled and
+    written, so a run that takes the shard after it sees every label written under it (no
+    position twice), whichever worker or machine it runs on.
+
+    Local store: an `flock` on a file under the store root, dropped by the kernel when its
+    holder dies, so a SIGKILLed run frees its shard at once. S3 store (flock does not exist
+    there): the store's lease object (Store.lease), renewed while held and free again
+    SHARD_LEASE_TTL_S after a killed holder's last renewal; a holder that learns it lost its
+    lease stops before it writes another part (_PartWriter.flush checks)."""
+    if store.remote:  # an S3 store: a lease object, renewed while held (Store.lease)
+        with store.lease(f"labels.{shard_lock_name(setting, shard)}", SHARD_LEASE_TTL_S) as lease:
+            yield lease
+        return
+    with file_lock(store.root / "labels" / ".locks" / shard_lock_name(setting, shard), wait=False) as held:
+        yield Lease(shard_lock_name(setting, shard), held)
 
 
 def remove_stale_tmp(store: Store, setting: Setting) -> int:
@@ -269,6 +289,9 @@ class _PartWriter:
         self.labels: list[tuple] = []
         self.failures: list[tuple] = []
         self.parts = 0
+        self.leases: list[Lease] = []
+        """The shard leases the buffered rows were labelled under: a part is written only while
+        every one is still held (an S3 lease can be lost; then the rows go, unwritten)."""
 
     def add(self, result: Evaluation | Failure) -> None:
         ident = result.job.id
@@ -303,6 +326,11 @@ class _PartWriter:
         return len(self.labels) + len(self.failures)
 
     def flush(self) -> None:
+        for lease in self.leases:
+            if lease.lost:
+                self.labels.clear()
+                self.failures.clear()
+                lease.check()  # raises LeaseLost: the worker that took the shard over labels them
         name = f"part-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}.parquet"
         for rows, schema, folder in (
             (self.failures, FAILURES_SCHEMA, failures_dir(self.store, self.setting)),
@@ -387,6 +415,8 @@ def label_store(
             if deadline is not None and time.monotonic() >= deadline:
                 stats.stopped_by = "max_seconds"
                 return
+            if any(lease.lost for lease in writer.leases):
+                return  # no more work for a shard another worker took over; the flush raises LeaseLost
             handed += 1
             yield job
 
@@ -423,7 +453,9 @@ def label_store(
 
     with memory_connection(store) as con, ExitStack() as locks:
         if run.relabel:
-            held = [s for s in run.shards if locks.enter_context(shard_lock(store, setting, s))]
+            leases = {s: locks.enter_context(shard_lock(store, setting, s)) for s in run.shards}
+            held = [s for s, lease in leases.items() if lease]
+            writer.leases = [leases[s] for s in held]
             stats.shards_busy = [s for s in run.shards if s not in held]
             if held:
                 stats.pending_before = count_pending(con, setting, replace(run, shards=tuple(held)))
@@ -454,9 +486,11 @@ def label_store(
                     if not mine:
                         stats.shards_busy.append(shard)
                         continue
+                    writer.leases = [mine]
                     params = _pending_params(setting, run, [shard])
                     reader = con.sql(load_sql("queries/pending_labels"), params=params).to_arrow_reader(4096)
                     consume(pool.run(budget(_jobs(reader)), run.limit), f"{shard:02d}")
+                    writer.leases = []
                     if not stats.stopped_by:
                         stats.shards_done.append(shard)
             counter.join()
@@ -469,10 +503,17 @@ def label_store(
     return stats
 
 
-def coverage(store: Store, setting: Setting) -> dict:
-    """Positions, distinct positions, and how many of them this setting labelled or failed."""
+def _shard_params(shards: Iterable[int] | None) -> dict:
+    """The bound parameters that restrict a query to some shards (None: all of them)."""
+    return {"shards": SHARDS, "shard_list": list(range(SHARDS) if shards is None else shards)}
+
+
+def coverage(store: Store, setting: Setting, shards: Iterable[int] | None = None) -> dict:
+    """Positions, distinct positions, and how many of them this setting labelled or failed,
+    in the given shards (None: the whole store)."""
     with memory_connection(store) as con:
-        row = con.execute(load_sql("queries/label_coverage"), setting.params()).fetchall()[0]
+        params = {**setting.params(), **_shard_params(shards)}
+        row = con.execute(load_sql("queries/label_coverage"), params).fetchall()[0]
     positions, distinct, labelled, failed = row
     return {
         "positions": positions,
@@ -484,14 +525,21 @@ def coverage(store: Store, setting: Setting) -> dict:
     }
 
 
-def integrity(store: Store, setting: Setting, run_id: str = "") -> dict:
-    """Rows, duplicate labels and out-of-contract scores of one setting (out_of_range_this_run:
-    those written by run_id; every label is validated before it is written, so only labels from
-    before that validation, or a defect, can break the contract)."""
+def integrity(store: Store, setting: Setting, run_id: str = "", shards: Iterable[int] | None = None) -> dict:
+    """Rows, duplicate labels and out-of-contract scores of one setting in the given shards
+    (None: the whole store; out_of_range_this_run: those written by run_id; every label is
+    validated before it is written, so only labels from before that validation, or a defect,
+    can break the contract)."""
     with memory_connection(store) as con:
         rows, dups, bad, bad_now, lo, hi = con.execute(
             load_sql("queries/label_checks"),
-            {**setting.params(), "run_id": run_id, "cp_bound": CP_BOUND, "mate_bound": MATE_BOUND},
+            {
+                **setting.params(),
+                **_shard_params(shards),
+                "run_id": run_id,
+                "cp_bound": CP_BOUND,
+                "mate_bound": MATE_BOUND,
+            },
         ).fetchall()[0]
     return {
         "rows": rows,

@@ -1,4 +1,5 @@
--- Integrity of one engine setting's labels: rows, positions labelled more than once,
+-- Integrity of one engine setting's labels of the given shards ($shard_list, by
+-- position_key % $shards): rows, positions labelled more than once,
 -- and rows whose scores break the label contract (in all, and those written by run $run_id).
 -- $cp_bound and $mate_bound are pipeline/engine.py's CP_BOUND and MATE_BOUND.
 WITH setting AS (
@@ -13,6 +14,7 @@ WITH setting AS (
     FROM labels
     WHERE engine = $engine AND limit_kind = $limit_kind AND limit_value = $limit_value
       AND (limit_kind = 'static' OR coalesce(hash_cleared, $hash_cleared) = $hash_cleared)
+      AND list_contains($shard_list, position_key % $shards)
 )
 SELECT
     count(*) AS rows,

@@ -7,6 +7,7 @@ import pytest
 
 from assets.definitions import build_defs
 from assets.labels import labels
+from assets.partitions import ALL_SHARDS_TAGS
 from assets.resources import StockfishResource, StoreResource
 from pipeline.duck import memory_connection
 from pipeline.ingest import IngestConfig, ingest_archive
@@ -34,6 +35,7 @@ def _run(instance, store, **config):
     result = dg.materialize(
         [labels],
         instance=instance,
+        tags=ALL_SHARDS_TAGS,  # one run over every shard partition, as `chess-pipeline label` starts
         run_config={"ops": {"labels": {"config": config}}},
         resources={"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(workers=2)},
     )
@@ -74,8 +76,9 @@ def test_nightly_schedule_tick_launches_a_relabel_run_that_works(instance, store
     tick = datetime(2026, 11, 26, 2, 0, tzinfo=UTC)
     requests = schedule.evaluate_tick(dg.build_schedule_context(instance=instance, scheduled_execution_time=tick))
     (request,) = requests.run_requests
+    assert request.partition_key is None and ALL_SHARDS_TAGS.items() <= request.tags.items()  # embedded: one run
     result = defs.resolve_job_def(schedule.job_name).execute_in_process(
-        run_config=request.run_config, instance=instance
+        run_config=request.run_config, instance=instance, tags=request.tags
     )
     assert result.success
     with memory_connection(store) as con:
@@ -133,7 +136,10 @@ def test_labels_automation_labels_only_the_new_archive_within_a_budget(instance,
     (request,) = second.run_requests
     config = request.run_config["ops"]["labels"]["config"]
     assert config["archives"] == [key] and config["max_minutes"] == 5.0
-    result = defs.resolve_job_def(sensor.job_name).execute_in_process(run_config=request.run_config, instance=instance)
+    assert ALL_SHARDS_TAGS.items() <= request.tags.items()  # the embedded profile: one run over every shard
+    result = defs.resolve_job_def(sensor.job_name).execute_in_process(
+        run_config=request.run_config, instance=instance, tags=request.tags
+    )
     assert result.success
     with memory_connection(st) as con:
         fens = [r[0] for r in con.sql("SELECT fen FROM labels").fetchall()]
@@ -171,13 +177,13 @@ def test_progress_file_and_log_count_the_positions_asked_for(instance, store, st
     """max_positions 4 of 13 pending: the CLI's progress file and the run's log say 4."""
     import json
 
-    from assets.labels import PROGRESS_TAG
+    from assets.progress import PROGRESS_TAG
 
     progress = tmp_path / "progress.json"
     result = dg.materialize(
         [labels],
         instance=instance,
-        tags={PROGRESS_TAG: str(progress)},
+        tags={PROGRESS_TAG: str(progress), **ALL_SHARDS_TAGS},
         run_config={"ops": {"labels": {"config": {"max_positions": 4}}}},
         resources={"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(workers=1)},
     )
@@ -191,6 +197,7 @@ def test_a_hash_kept_run_reports_its_own_setting_not_the_reproducible_one(instan
     result = dg.materialize(
         [labels],
         instance=instance,
+        tags=ALL_SHARDS_TAGS,
         run_config={"ops": {"labels": {"config": {}}}},
         resources={
             "store": StoreResource(root=str(store.root)),

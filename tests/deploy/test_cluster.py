@@ -1,0 +1,150 @@
+"""The cluster profile with real servers on loopback (deploy/cluster_test.py does the work).
+
+Postgres, Redis, moto's S3 server and Celery workers started by `dagster-celery worker start`
+run the same plan as the embedded profile; the results must match. Then the faults: a worker
+process SIGKILLed in the middle of a labels step, and the broker going away mid-run.
+
+Marked `cluster` (and slow: real engine, shared data). Skipped with the reason when the Debian
+servers are missing; a failure instead under CHESS_PIPELINE_REQUIRE_SHARED=1 (CI installs them).
+"""
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from deploy import cluster_test as ct
+from deploy.servers import ServerMissing, moto_binary, postgres_bindir, redis_binary, start_redis, stop_pid
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+
+@pytest.fixture(scope="session")
+def servers():
+    """The server binaries: skipped when one is missing, a failure when CI requires them."""
+    try:
+        postgres_bindir(), redis_binary(), moto_binary()
+    except ServerMissing as e:
+        if os.environ.get("CHESS_PIPELINE_REQUIRE_SHARED") == "1":
+            pytest.fail(f"{e} (CHESS_PIPELINE_REQUIRE_SHARED=1: CI installs them, see .ci/run)")
+        pytest.skip(str(e))
+
+
+def _no_process_left(pids):
+    alive = []
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        status = open(f"/proc/{pid}/status").read()
+        if "\nState:\tZ" not in status:
+            alive.append(pid)
+    return alive
+
+
+def test_cluster_profile_gives_the_embedded_results(tmp_path, servers, shared_data, stockfish):
+    lines = []
+    result = ct.run_comparison(tmp_path, ct.Plan(), out=lines.append)
+    ct.report(result, out=lines.append)
+    text = "\n".join(lines)
+    assert not result.differences, text
+    # Independent facts about the two archives (the shared data's README: 9 + 124 games).
+    assert result.cluster.games == 133, text
+    assert result.cluster.labels and sum(result.cluster.dataset_rows.values()) > 0, text
+    # The work was spread: the ingest partitions and the labels partitions ran on Celery workers,
+    # more than one of them, and the inspect stats count what the event logs show.
+    workers = {w for w, _, _ in result.steps}
+    assert len(workers) >= 2, text
+    assert sum(result.task_counts.values()) == len(result.steps), text
+
+
+def _labels_launch(resources, key):
+    """The cluster's run of one labels partition (one engine: the workers share this machine)."""
+    (launch,) = ct.label_launches(ct.Plan(shards=(int(key),)), resources, "cluster")
+    return launch
+
+
+def _shard_facts(plan, env, shard):
+    """(distinct positions of the shard, labels of the shard, labels beyond one per position)."""
+    from pipeline import duck
+    from pipeline.store import Store
+
+    with ct.environ(env):
+        store = Store(env["CHESS_PIPELINE_HOME"])
+        duck.refresh_views(store)
+        distinct = duck.query(
+            store, "SELECT count(DISTINCT position_key) AS n FROM positions WHERE position_key % 16 = ?", [shard]
+        ).to_pylist()[0]["n"]
+        row = duck.query(
+            store,
+            "SELECT count(*) AS n, count(*) - count(DISTINCT position_key) AS dup FROM labels "
+            "WHERE position_key % 16 = ? AND limit_kind = 'depth' AND limit_value = 8 AND hash_cleared",
+            [shard],
+        ).to_pylist()[0]
+    return distinct, row["n"], row["dup"]
+
+
+def test_worker_killed_mid_labels_step_then_rerun_loses_and_repeats_nothing(tmp_path, servers, shared_data, stockfish):
+    plan = ct.Plan(archives=ct.Plan().archives)
+    workers = (ct.Worker("stockfish-1", ("stockfish", "dagster")), ct.Worker("stockfish-2", ("stockfish", "dagster")))
+    with ct.cluster(tmp_path, workers=workers) as c:
+        resources = ct.ingest(plan, c.env, c.logdir)
+        run, log = ct.start_run(_labels_launch(resources, "00"), c.env, c.logdir, 90)
+        name, pid = ct.wait_for_step_process(c.workers)
+        time.sleep(2.0)  # engines busy on the shard's positions
+        os.kill(pid, signal.SIGKILL)  # the worker process running the step, engines and all
+        assert run.wait(300) != 0, log.read_text()[-3000:]
+        distinct, labelled, _ = _shard_facts(plan, c.env, 0)
+        assert labelled < distinct, "the kill came after the step had finished: nothing was tested"
+        # Re-run the partition: it must complete the shard, and label no position twice.
+        ct.run_together([_labels_launch(resources, "00")], c.env, c.logdir)
+        distinct, labelled, dup = _shard_facts(plan, c.env, 0)
+        assert (labelled, dup) == (distinct, 0)
+        pids = [p.pid for p in c.workers.values()]
+    assert not _no_process_left(pids)
+
+
+def test_broker_gone_mid_run_fails_the_run_clearly_and_a_rerun_completes(tmp_path, servers, shared_data, stockfish):
+    plan = ct.Plan()
+    workers = (ct.Worker("stockfish-1", ("stockfish", "dagster")),)
+    with ct.cluster(tmp_path, workers=workers) as c:
+        resources = ct.ingest(plan, c.env, c.logdir)
+        run, log = ct.start_run(_labels_launch(resources, "01"), c.env, c.logdir, 91)
+        ct.wait_for_step_process(c.workers)
+        port = c.broker.port
+        stop_pid(c.broker_proc, signal.SIGKILL)  # the broker goes away mid-run
+        assert run.wait(300) != 0
+        text = log.read_text()
+        assert f"127.0.0.1:{port}" in text and "Connection refused" in text, text[-3000:]
+        # The broker comes back on its port (empty: no persistence); the worker reconnects.
+        c.broker, c.broker_proc = start_redis(tmp_path / "redis-again", port)
+        deadline = time.monotonic() + 120
+        while ct.step_process(c.workers["stockfish-1"]) is not None and time.monotonic() < deadline:
+            time.sleep(1)  # the orphaned step finishes its shard (its result has nowhere to go)
+        ct.run_together([_labels_launch(resources, "01")], c.env, c.logdir)
+        distinct, labelled, dup = _shard_facts(plan, c.env, 1)
+        assert (labelled, dup) == (distinct, 0)
+
+
+def test_servers_stop_by_pid_and_name_what_to_install(tmp_path, monkeypatch, servers):
+    from deploy import servers as srv
+
+    with srv.postgres() as pg, srv.redis() as rd, srv.moto_s3() as url:
+        pids = [pg.pid, rd.pid]
+        assert url.startswith("http://127.0.0.1:")
+        out = (
+            subprocess.run(["ss", "-ltnp"], capture_output=True, text=True).stdout
+            if os.path.exists("/usr/bin/ss")
+            else ""
+        )
+        for line in out.splitlines():
+            if f":{pg.port} " in line or f":{rd.port} " in line:
+                assert "127.0.0.1:" in line, line  # loopback only
+    assert not _no_process_left(pids)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(srv.Path, "exists", lambda self: False)
+    with pytest.raises(ServerMissing, match="apt-get install -y redis-server"):
+        srv.redis_binary()
