@@ -1,18 +1,19 @@
 """Value networks trained from the dataset assets: one asset per published model."""
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import dagster as dg
 
-from assets.config import DescribedConfig
+from assets.config import DescribedConfig, config_from
 from assets.metadata import png_md
 from assets.resources import StoreResource
 from pipeline.datasets import dataset_problem
 from pipeline.evaluation import write_model_metrics
 from pipeline.plots import confusion_png, learning_curves_png
 from pipeline.store import atomic_path
-from training.choices import Device, Profile
+from training.baselines import baselines_table
+from training.choices import Profile
 from training.train import TrainConfig, train
 
 GROUP = "models"
@@ -25,8 +26,26 @@ class ModelAsset:
     encoder: str
     anchor: str = ""
     """The published figure this model is compared with."""
+    target: str = "target"
+    """The dataset column it learns (training.train.TrainConfig.target)."""
+    profiles: dict = field(default_factory=dict)
+    """profile -> settings replacing PROFILES' for this model (a slower model's shorter evaluation)."""
 
 
+PIECE_VALUE_QUICK = {"batch_size": 64, "max_eval_rows": 4000, "pretrain_epochs": 1}
+"""The piece-value networks run an 837-600-400-200-100 encoder on every piece (about 26 a
+position): quick evaluates on fewer rows, so that it stays within a few CPU minutes, pretrains
+the autoencoder one epoch (at most half of the 3 minutes) and takes small batches (more steps
+in the minutes left)."""
+PIECE_VALUE_FULL = {"pretrain_epochs": 5}
+"""Team 44's schedule is not published: the full profile's 50 epochs with early stopping, after 5
+autoencoder epochs per layer (ours; not 50 per layer as pretrain_epochs -1 would give)."""
+DEEPCHESS_QUICK = {"batch_size": 256, "pretrain_epochs": 1, "max_eval_rows": 20_000, "max_minutes": 6.0}
+"""DeepChess pretrains four layers before its pairs: one epoch each and 6 minutes in all (half of
+it for the pretraining), on 2 CPU cores."""
+DEEPCHESS_FULL = {"epochs": 1000, "pretrain_epochs": 200, "patience": 20}
+"""The published schedule as we read it: 200 epochs per Pos2Vec layer, up to 1,000 epochs on
+pairs (early stopping, patience 20: the pairs change every epoch)."""
 MODELS = {
     "mlp_bitmap_3class": ModelAsset("sabatelli_3class", "mlp3", "bitmap768", "Sabatelli MLP bitmap: 96.07%"),
     "mlp_algebraic_3class": ModelAsset(
@@ -44,6 +63,29 @@ MODELS = {
         "sabatelli_regression", "mlp_regression", "bitmap768", "Sabatelli regression MSE 0.0016"
     ),
     "lubeck_wdl_mlp": ModelAsset("lubeck_wdl", "lubeck", "bitmap768", "Lubeck WDL network"),
+    "piece_value_net": ModelAsset(
+        "piece_values",
+        "piece_value_cp",
+        "pieces837",
+        "Team 44: knight 2.94, bishop 3.13, rook 4.96, queen 9.87 (pawn = 1)",
+        profiles={"quick": PIECE_VALUE_QUICK, "full": PIECE_VALUE_FULL},
+    ),
+    "piece_value_net_result": ModelAsset(
+        "piece_values",
+        "piece_value_result",
+        "pieces837",
+        "Team 44's second variant: the sum through a sigmoid, regressed to the game result",
+        target="result_score",
+        profiles={"quick": PIECE_VALUE_QUICK, "full": PIECE_VALUE_FULL},
+    ),
+    # Named apart from its dataset (the asset `deepchess`): asset keys are one namespace.
+    "deepchess_net": ModelAsset(
+        "deepchess",
+        "deepchess",
+        "bitmap773",
+        "DeepChess: train / val pair accuracy 96.68% / 96.74%",
+        profiles={"quick": DEEPCHESS_QUICK, "full": DEEPCHESS_FULL},
+    ),
 }
 
 PROFILES: dict[Profile, dict] = {
@@ -68,7 +110,9 @@ PROFILES: dict[Profile, dict] = {
 }
 
 
-class TrainRunConfig(DescribedConfig):
+class _ProfileRunConfig(DescribedConfig):
+    """The training schedule: a profile (PROFILES) and the settings that override it."""
+
     profile: Profile = "quick"
     """quick (a few CPU minutes) or full (the published schedules)."""
     epochs: int = 0
@@ -77,36 +121,48 @@ class TrainRunConfig(DescribedConfig):
     """Train rows to use (0: all); -1 takes the profile's."""
     batch_size: int = 0
     """Rows per training step; 0 takes the profile's."""
-    lr: float = 0.0
-    """Learning rate; 0 takes the model preset's (the published one)."""
-    seed: int = 0
-    """Seed of the initial weights, the shuffling and dropout: the same seed gives the same model."""
-    device: Device = "auto"
-    """auto: CUDA (bfloat16 autocast) when present, else every CPU core."""
+
+
+TrainRunConfig = config_from(
+    TrainConfig,
+    name="TrainRunConfig",
+    base=_ProfileRunConfig,
+    names=["lr", "seed", "device"],
+    doc="A model asset's run config: a profile and its overrides, then training.train.TrainConfig's "
+    "lr, seed and device (the other TrainConfig fields come from the model and the profile).",
+)
 
 
 def train_config(name: str, run: TrainRunConfig, store_root: str, out: str) -> TrainConfig:
     if run.profile not in PROFILES:
         raise ValueError(f"profile must be one of {list(PROFILES)}, got {run.profile!r}")
     m = MODELS[name]
-    p = dict(PROFILES[run.profile])
+    p = {**PROFILES[run.profile], **m.profiles.get(run.profile, {})}
     if run.epochs:
         p["epochs"] = run.epochs
     if run.max_train_rows >= 0:
         p["max_train_rows"] = run.max_train_rows
     if run.batch_size:
         p["batch_size"] = run.batch_size
-    return TrainConfig(
+    return run.to_dataclass(
+        TrainConfig,
         store=store_root,
         dataset=m.dataset,
         model=m.model,
         encoder=m.encoder,
-        lr=run.lr,
-        seed=run.seed,
-        device=run.device,
+        target=m.target,
         out=out,
         **p,
     )
+
+
+def model_extras(name: str, cfg: TrainConfig, result) -> tuple[dict, list[tuple[str, str, float]]]:
+    """A model's own figures beside the common ones: (metadata, model_metrics rows)."""
+    if MODELS[name].model == "deepchess":
+        from assets.deepchess import training_extras  # baseline, train accuracy, pretraining curves
+
+        return training_extras(name, cfg, result)
+    return {}, []
 
 
 def model_asset(name: str) -> dg.AssetsDefinition:
@@ -127,7 +183,8 @@ def model_asset(name: str) -> dg.AssetsDefinition:
         cfg = train_config(name, config, str(st.root), str(out))
         start = time.monotonic()
         result = train(cfg, log=context.log.info)
-        write_model_metrics(st, name, m.dataset, context.run.run_id, result.metric_rows())
+        extra_meta, extra_rows = model_extras(name, cfg, result)
+        write_model_metrics(st, name, m.dataset, context.run.run_id, result.metric_rows() + extra_rows)
         test = result.test
         meta = {
             "checkpoint": dg.MetadataValue.path(str(result.checkpoint)),
@@ -147,6 +204,8 @@ def model_asset(name: str) -> dg.AssetsDefinition:
         if "accuracy" in test:
             meta["test_accuracy"] = round(test["accuracy"], 4)
             meta["majority_class_accuracy"] = round(test["majority_class_accuracy"], 4)
+            if "material_baseline_accuracy" in test:  # the material rule on the same test rows
+                meta["material_baseline_accuracy"] = round(test["material_baseline_accuracy"], 4)
             meta["per_class_accuracy"] = dg.MetadataValue.md(
                 "| class | accuracy |\n|---|---|\n"
                 + "\n".join(
@@ -157,8 +216,14 @@ def model_asset(name: str) -> dg.AssetsDefinition:
         else:
             meta["test_mse"] = round(test.get("mse", float("nan")), 6)
             meta["test_cp_mae"] = round(test.get("cp_mae", float("nan")), 1)
+            if "material_baseline_mse" in test:  # train's mean and the material line on the same test rows
+                meta["mean_baseline_mse"] = round(test["mean_baseline_mse"], 6)
+                meta["material_baseline_mse"] = round(test["material_baseline_mse"], 6)
+        if "majority_class_accuracy" in test or "mean_baseline_mse" in test:
+            meta["baselines"] = dg.MetadataValue.md(baselines_table(test))
         if result.history:
             meta["learning_curves"] = png_md(learning_curves_png(result.history, name), "learning curves")
+        meta.update(extra_meta)
         return dg.MaterializeResult(metadata=meta)
 
     return _model
@@ -186,25 +251,38 @@ def model_results(store: StoreResource) -> dg.MaterializeResult:
     for model, dataset, metric, value in rows:
         got.setdefault(model, {"dataset": dataset})[metric] = value
     lines = [
-        "| model | dataset | input | test positions | ours | majority class | published |",
-        "|---|---|---|---|---|---|---|",
+        "| model | dataset | input | test positions | ours | majority class | material | published |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, m in MODELS.items():
         g = got.get(name)
         if g is None:
-            lines.append(f"| {name} | {m.dataset} | {m.encoder} | - | not trained yet | - | {m.anchor} |")
+            lines.append(f"| {name} | {m.dataset} | {m.encoder} | - | not trained yet | - | - | {m.anchor} |")
             continue
         ours = (
             f"{g['accuracy']:.2%} accuracy"
             if "accuracy" in g
-            else f"MSE {g.get('mse', float('nan')):.4f}, cp MAE {g.get('cp_mae', float('nan')):.0f}"
+            else f"MSE {g.get('mse', float('nan')):.4f}"
+            + (f", cp MAE {g['cp_mae']:.0f}" if "cp_mae" in g else "")  # a result target has none
         )
-        majority = f"{g['majority_class_accuracy']:.2%}" if "majority_class_accuracy" in g else "-"
+        majority = (
+            f"{g['majority_class_accuracy']:.2%}"
+            if "majority_class_accuracy" in g
+            else (f"MSE {g['mean_baseline_mse']:.4f} (train mean)" if "mean_baseline_mse" in g else "-")
+        )
+        material = (
+            f"{g['material_baseline_accuracy']:.2%}"
+            if "material_baseline_accuracy" in g
+            else (f"MSE {g['material_baseline_mse']:.4f} (line)" if "material_baseline_mse" in g else "-")
+        )
         lines.append(
-            f"| {name} | {m.dataset} | {m.encoder} | {int(g.get('rows', 0)):,} | {ours} | {majority} | {m.anchor} |"
+            f"| {name} | {m.dataset} | {m.encoder} | {int(g.get('rows', 0)):,} | {ours} | {majority} | {material} "
+            f"| {m.anchor} |"
         )
     table = "\n".join(lines) + (
-        "\n\nOurs: leakage-free test splits (split by game, no test position in train) of the store's data; "
+        "\n\nMajority class (of train) and material (the rule, or a line fitted on train; training/baselines.py) "
+        "are scored on the model's own test rows. "
+        "Ours: leakage-free test splits (split by game, no test position in train) of the store's data; "
         "the published figures come from splits without that guard and from about 3 million positions.\n"
     )
     path = st.root / "reports" / "model_results.md"

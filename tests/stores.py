@@ -26,6 +26,22 @@ def labelled_store(folder: Path, text: str, stockfish: str) -> Store:
     return store
 
 
+def depth1_dataset_store(folder: Path, source: Path, stockfish: str, games: int = 16) -> Store:
+    """The first games of a real archive, every distinct position labelled at depth 1 (fast), and
+    sabatelli_3class built from them (players over 1500; a fifth of the games each for val and test)."""
+    from pipeline.datasets import SplitConfig, build_dataset
+    from pipeline.engine import Limit
+
+    store = Store(folder / "store").ensure()
+    add_pgn(store, folder, "games.pgn", first_games(source, games, folder / "src.pgn"))
+    with EnginePool(stockfish, workers=1) as pool:
+        label_store(store, pool, LabelRun(limit=Limit("depth", 1)))
+    split = SplitConfig(val_fraction=0.2, test_fraction=0.2)
+    stats = build_dataset(store, "sabatelli_3class", {"label_value": 1, "min_elo": 1500}, split=split)
+    assert all(stats.rows.values()), stats.rows
+    return store
+
+
 def first_games(source: Path, n: int, dest: Path) -> str:
     """The first n games of a real archive as PGN text (written to dest too)."""
     from pipeline.archive import iter_raw_games

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 
@@ -38,7 +39,11 @@ class LoaderConfig:
 class ParquetBatches:
     """Batches of one split file; iterate with epoch(n)."""
 
-    def __init__(self, path: Path, config: LoaderConfig = LoaderConfig(), seed: int = 0, limit: int = 0):
+    def __init__(
+        self, path: Path, config: LoaderConfig = LoaderConfig(), seed: int = 0, limit: int = 0, target: str = "target"
+    ):
+        """`target`: the column delivered as the batches' target (another than `target`: rows
+        where it is null are left out, e.g. the positions of unfinished games for a result)."""
         self.path = Path(path)
         self.config = config
         self.seed = seed
@@ -49,7 +54,10 @@ class ParquetBatches:
         self.max_buffered = 0
         """Most rows held at once during the last epoch (memory is bounded by this)."""
         names = set(pq.read_schema(self.path).names)
-        self.columns = list(COLUMNS) + (["mirrored"] if "mirrored" in names else [])
+        if target not in names:
+            raise ValueError(f"{self.path} has no column {target!r} to learn; its columns: {', '.join(sorted(names))}")
+        self.target = target
+        self.columns = [c if c != "target" else target for c in COLUMNS] + (["mirrored"] if "mirrored" in names else [])
 
     def __len__(self) -> int:
         """Batches per epoch."""
@@ -64,6 +72,10 @@ class ParquetBatches:
                 if left <= 0:
                     return
                 t = f.read_row_group(int(g), columns=self.columns)
+                if self.target != "target":
+                    t = t.filter(pc.is_valid(t.column(self.target))).rename_columns(
+                        ["target" if c == self.target else c for c in t.column_names]
+                    )
                 if t.num_rows > left:
                     t = t.slice(0, left)
                 left -= t.num_rows

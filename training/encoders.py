@@ -51,6 +51,18 @@ def unpack(planes: torch.Tensor) -> torch.Tensor:
     return bits.reshape(planes.shape[0], 12, 64).float()
 
 
+MATERIAL_VALUES = (1.0, 3.0, 3.0, 5.0, 9.0, 0.0)
+"""Pawns per piece P N B R Q K (kings left out): the book values, as the SQL macro `material`."""
+
+
+def material_balance(board: torch.Tensor) -> torch.Tensor:
+    """(B,) material in pawns (MATERIAL_VALUES) of the first six planes minus the last six's, of
+    boards (B, 12, ...) as `unpack` or `oriented` give them."""
+    counts = board.flatten(2).sum(2)  # (B, 12)
+    w = torch.tensor(MATERIAL_VALUES, device=counts.device, dtype=counts.dtype)
+    return counts[:, :6] @ w - counts[:, 6:] @ w
+
+
 def oriented(batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Board (B, 12, 8, 8) [rank, file], castling bits and White-to-move, with mirrored rows
     swapped to the other colour and flipped vertically."""
@@ -127,19 +139,24 @@ class PieceList(Encoder):
     name, shape = "piece_list", (96,)
 
     def __call__(self, batch):
-        board = oriented(batch)[0].flatten(2)  # (B, 12, 64)
-        squares = torch.arange(64, device=board.device, dtype=torch.float32)
         out = []
-        for plane in range(12):
-            slots = PIECE_LIST_SLOTS[plane % 6]
-            present = board[:, plane]
-            # Occupied squares first, in square order: sort key = square, or 64 + square if empty.
-            key = squares[None, :] + 64 * (1 - present)
-            order = key.argsort(dim=1)[:, :slots]
-            has = present.gather(1, order)
+        for has, order in piece_slots(batch):
             triple = torch.stack([has, has * (order % 8).float() / 7, has * (order // 8).float() / 7], dim=2)
             out.append(triple.flatten(1))  # (B, slots * 3)
         return torch.cat(out, dim=1)
+
+
+def piece_slots(batch):
+    """The piece list's slots, plane by plane (12, in the side to move's orientation): for each,
+    (has, order), both (B, slots): order the squares of that plane's pieces in square order,
+    then empty squares; has 1 where the slot holds a piece, 0 where it is empty."""
+    board = oriented(batch)[0].flatten(2)  # (B, 12, 64)
+    squares = torch.arange(64, device=board.device, dtype=torch.float32)
+    for plane in range(12):
+        present = board[:, plane]
+        # Occupied squares first, in square order: sort key = square, or 64 + square if empty.
+        order = (squares[None, :] + 64 * (1 - present)).argsort(dim=1)[:, : PIECE_LIST_SLOTS[plane % 6]]
+        yield present.gather(1, order), order
 
 
 ENCODERS: dict[str, Encoder] = {e.name: e for e in (Bitmap768(), Bitmap773(), Algebraic(), Mailbox64(), PieceList())}
@@ -325,3 +342,92 @@ class Features(Encoder):
 
 
 ENCODERS[Features.name] = Features()
+
+
+# Per-piece inputs (Team 44's piece-value network). ------------------------------------------
+
+PIECE_SQUARE_BITS = 64
+"""The one-hot square of the valued piece that follows the 773 position bits."""
+
+
+@dataclass
+class PieceRows:
+    """Every piece of a batch, ready to be valued piece by piece (N pieces, B positions).
+
+    Each piece is seen from its owner's side: a White piece with the position as it is, a Black
+    piece with the position mirrored (colours swapped, ranks flipped, castling rights swapped,
+    side to move flipped), as Bitmap773 encodes a mirrored row. So one network per piece type
+    values both colours, and a value is always what the piece is worth to its owner. The 837
+    inputs of piece i are `boards[board[i]]` (773) followed by the one-hot of `square[i]` (64),
+    both in the owner's orientation; `dense()` builds them, the model uses the split form."""
+
+    boards: torch.Tensor  # (2B, 773) float: rows 0..B-1 White's view, B..2B-1 Black's (mirrored)
+    board: torch.Tensor  # (N,) long: the row of `boards` each piece is seen with
+    square: torch.Tensor  # (N,) long: the piece's square in its owner's orientation (0 = a1)
+    piece_type: torch.Tensor  # (N,) long: 0..5 = P N B R Q K
+    sign: torch.Tensor  # (N,) float: +1 White's piece, -1 Black's
+    position: torch.Tensor  # (N,) long: the batch row (position) the piece belongs to
+    positions: int  # B
+    board_square: torch.Tensor  # (N,) long: the piece's square on the real board (0 = a1)
+
+    def dense(self) -> torch.Tensor:
+        """The (N, 837) per-piece input matrix."""
+        onehot = torch.nn.functional.one_hot(self.square, PIECE_SQUARE_BITS).to(self.boards.dtype)
+        return torch.cat([self.boards[self.board], onehot], dim=1)
+
+
+class Pieces837(Encoder):
+    """One 837-input row per piece (Team 44): the position's 773 bits (768 piece bits, side to
+    move, 4 castling rights) seen from the piece owner's side, and the one-hot square of the
+    piece being valued; delivered as PieceRows (a variable number of rows per position)."""
+
+    name, shape = "pieces837", (837,)
+
+    def __call__(self, batch: Batch) -> PieceRows:
+        b = batch.planes.shape[0]
+        as_is = Batch(batch.planes, batch.white_to_move, batch.castling, torch.zeros_like(batch.mirrored))
+        flipped = Batch(batch.planes, batch.white_to_move, batch.castling, torch.ones_like(batch.mirrored))
+        boards = torch.cat([ENCODERS["bitmap773"](as_is), ENCODERS["bitmap773"](flipped)])
+        pos, plane, sq = unpack(batch.planes).nonzero(as_tuple=True)
+        black = plane >= 6
+        return PieceRows(
+            boards=boards,
+            board=pos + b * black.long(),
+            square=torch.where(black, sq ^ 56, sq),
+            piece_type=plane % 6,
+            sign=1.0 - 2.0 * black.float(),
+            position=pos,
+            positions=b,
+            board_square=sq,
+        )
+
+
+ENCODERS[Pieces837.name] = Pieces837()
+
+
+# Hui's representations (training/td.py learns over the antisymmetric one). ---------------------
+
+
+class CompressedPieceList(Encoder):
+    """Hui's compressed piece list (our reading): the piece list's 32 slots, each one number,
+    (square + 1) / 64 of the piece in it, 0 for an empty slot; 32 numbers."""
+
+    name, shape = "compressed_piece_list", (32,)
+
+    def __call__(self, batch):
+        return torch.cat([has * (order.float() + 1) / 64 for has, order in piece_slots(batch)], dim=1)
+
+
+class AntisymmetricBitboard(Encoder):
+    """Hui's antisymmetric bitboard: 6 x 64, +1 for a White piece on its square, -1 for a Black
+    piece on its rank-flipped square; swapping the colours negates it (training/td.py)."""
+
+    name, shape = "antisymmetric_bitboard", (384,)
+
+    def __call__(self, batch):
+        board = oriented(batch)[0]  # (B, 12, 8, 8) [rank, file]
+        return (board[:, :6] - board[:, 6:].flip(2)).flatten(1)
+
+
+ENCODERS[CompressedPieceList.name] = CompressedPieceList()
+ENCODERS[AntisymmetricBitboard.name] = AntisymmetricBitboard()

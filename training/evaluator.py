@@ -4,7 +4,10 @@ The score is in centipawn-like units whatever the model predicts:
 - 3-class win/draw/loss models (Sabatelli's 3 classes, Lubeck's results): 1000 x (P(win) - P(loss));
 - 15 and 20 classes: the expected centipawns over the classes' midpoints (beyond-edge classes
   at 100 cp past their edge);
-- regression on the linear target: the target mapped back to centipawns.
+- regression on the linear target: the target mapped back to centipawns;
+- regression on centipawns / 100 (the piece-value network): x 100;
+- a result in [0, 1] (the piece-value network's second variant): 1000 x (2 x result - 1), the
+  3-class scale with the expected result in place of P(win) - P(loss).
 
 Models trained from the side to move's point of view (Sabatelli's datasets by default) see a
 Black-to-move position mirrored, as in training; White's-view models (Lubeck's) are negated
@@ -22,8 +25,8 @@ import torch
 
 from pipeline.datasets import DATASETS
 from pipeline.search import board_arrays
+from training.checkpoints import CP_PER_UNIT, load_checkpoint, load_model, resolve_device, rows_pov
 from training.encoders import Batch, get_encoder
-from training.train import load_model, resolve_device, rows_pov
 
 WDL_SCALE = 1000.0
 
@@ -58,7 +61,7 @@ class NetworkEvaluator:
         if threads:
             torch.set_num_threads(threads)
         self.device = resolve_device(device)
-        self.model, ck = load_model(Path(checkpoint), str(self.device))
+        self.model, ck = load_model(checkpoint, str(self.device))  # a file or an S3 store's object
         self.model.to(self.device)
         self.ck = ck
         cfg = ck["config"]
@@ -69,7 +72,13 @@ class NetworkEvaluator:
         self.name = name or f"{cfg['model']}_{cfg['encoder']}_{self.dataset}"
         self._values: torch.Tensor | None = None
         self._clip = 0.0
-        if self.classes == 3:
+        self._cp_per_unit = 0.0
+        self._expected = False
+        if getattr(self.model, "output", "linear") == "sigmoid":  # the piece-value net's result variant
+            self._expected = True
+        elif self.classes == 0 and "clip_cp" not in DATASETS[self.dataset].defaults and self.dataset in CP_PER_UNIT:
+            self._cp_per_unit = float(CP_PER_UNIT[self.dataset])
+        elif self.classes == 3:
             self._values = torch.tensor([-WDL_SCALE, 0.0, WDL_SCALE], device=self.device)
         elif self.classes in (15, 20):
             self._values = torch.from_numpy(class_midpoints(self.classes)).to(self.device)
@@ -90,9 +99,26 @@ class NetworkEvaluator:
         out = self.model(self.encoder(batch)).float()
         if self._values is not None:
             score = torch.softmax(out, dim=1) @ self._values
+        elif self._expected:
+            score = (2 * out.squeeze(1) - 1) * WDL_SCALE
+        elif self._cp_per_unit:
+            score = out.squeeze(1) * self._cp_per_unit
         else:
             score = out.squeeze(1) * (2 * self._clip) - self._clip
         score = score.cpu().numpy().astype(np.float64)
         if self.pov == "white":
             score = np.where(white, score, -score)
         return score
+
+
+def load_evaluator(checkpoint: Path | str, name: str = "", device: str = "cpu", threads: int = 1):
+    """The evaluator a checkpoint plays with: a NetworkEvaluator, or for a DeepChess comparator
+    the 1-ply comparison player (training.deepchess.ComparisonEvaluator, max_depth 1)."""
+    from training.models import PRESETS
+
+    ck = load_checkpoint(checkpoint)  # a file or an S3 store's object
+    if PRESETS[ck["config"]["model"]].kind == "siamese":
+        from training.deepchess import ComparisonEvaluator
+
+        return ComparisonEvaluator(checkpoint, name, device, threads)
+    return NetworkEvaluator(checkpoint, name, device, threads)

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 import torch
 from torch import nn
 
+from training.autoencoder import Inputs, PretrainConfig, StackedEncoder, pretrain_stack
 from training.choices import check_choice
+from training.encoders import PieceRows
 
-ModelKind = Literal["mlp", "cnn"]
+ModelKind = Literal["mlp", "cnn", "piece_values", "siamese"]
+"""mlp, cnn, or piece_values (Team 44: PieceValueNet; hidden = its valuators' widths), or siamese
+(DeepChess: DeepChess; tower = Pos2Vec's widths, hidden = the comparator's)."""
+OutputKind = Literal["linear", "sigmoid"]
+"""A regression output as it is, or through a sigmoid (a target in [0, 1])."""
 Activation = Literal["relu", "elu"]
 OptimizerName = Literal["adam", "sgd"]
 """adam, or sgd (Nesterov momentum 0.9)."""
@@ -33,9 +40,18 @@ class ModelSpec:
     """adam, or sgd (Nesterov momentum 0.9)."""
     lr: float = 1e-3
     notes: str = ""
+    output: OutputKind = "linear"
+    """linear, or sigmoid (piece_values only: Team 44's game-result variant)."""
+    tower: tuple[int, ...] = ()
+    """siamese only: the widths of each shared-weight tower after the input (Pos2Vec)."""
+    lr_decay: float = 1.0
+    """The learning rate is multiplied by this after every epoch (DeepChess: 0.98)."""
+    pretrain_lr: float = 5e-3
+    """Adam's learning rate of a layer-wise pretraining (DeepChess's Pos2Vec: 5e-3, times lr_decay per epoch)."""
 
     def __post_init__(self):
         check_choice("model kind", self.kind, get_args(ModelKind))
+        check_choice("output", self.output, get_args(OutputKind))
         check_choice("activation", self.activation, get_args(Activation))
         check_choice("optimizer", self.optimizer, get_args(OptimizerName))
 
@@ -80,6 +96,35 @@ PRESETS: dict[str, ModelSpec] = {
     ),
     # Lubeck: 768 -> hidden -> softmax over win/draw/loss; the hidden width scales with the data.
     "lubeck": ModelSpec("mlp", hidden=(256,), activation="relu", notes="Lubeck WDL network (hidden 256 by default)"),
+    # DeepChess: Pos2Vec 773-600-400-200-100 (sigmoid, pretrained layer by layer with Adam 5e-3 times
+    # 0.98 each epoch, as published), two towers with shared weights into 400-200-100-2 (ReLU),
+    # fine-tuned end to end with Adam 1e-3 times 0.98 each epoch (ours: 5e-3 stays at 50%).
+    "deepchess": ModelSpec(
+        "siamese",
+        hidden=(400, 200, 100),
+        tower=(600, 400, 200, 100),
+        lr=1e-3,
+        lr_decay=0.98,
+        pretrain_lr=5e-3,
+        notes="DeepChess",
+    ),
+    # Team 44: the 837-600-400-200-100 autoencoder's code of each piece, then one valuator per
+    # piece type with 3 hidden layers (widths ours: 64-32-16, not published), Adam 3e-3 (ours).
+    "piece_value_cp": ModelSpec(
+        "piece_values",
+        hidden=(64, 32, 16),
+        activation="relu",
+        lr=3e-3,
+        notes="Team 44 piece values, centipawn target",
+    ),
+    "piece_value_result": ModelSpec(
+        "piece_values",
+        hidden=(64, 32, 16),
+        activation="relu",
+        lr=3e-3,
+        output="sigmoid",
+        notes="Team 44 piece values, sigmoid of the sum to the game result",
+    ),
 }
 
 
@@ -129,8 +174,169 @@ class CNN(nn.Module):
         return self.net(x)
 
 
+# The networks over a stacked autoencoder (training.autoencoder): DeepChess's siamese comparator
+# and Team 44's piece-value network. Their data, baselines and uses: training.deepchess and
+# training.piece_values, which import them from here.
+
+
+class DeepChess(nn.Module):
+    """Siamese comparator: input (2B, 773), the B left positions then the B right ones;
+    output (B, 2) logits over LEFT / RIGHT (training.deepchess: its pairs, baseline, players)."""
+
+    def __init__(self, n_in: int, tower: Sequence[int], head: Sequence[int], n_out: int = 2):
+        super().__init__()
+        if n_out != 2:
+            raise ValueError(f"a DeepChess comparator has 2 outputs (left / right), not {n_out}")
+        self.pos2vec = StackedEncoder((n_in, *tower), activation="sigmoid")
+        layers: list[nn.Module] = []
+        width = 2 * self.pos2vec.widths[-1]
+        for h in head:  # the comparator's hidden widths (400, 200, 100), ReLU
+            layers += [nn.Linear(width, h), nn.ReLU()]
+            width = h
+        self.head = nn.Sequential(*layers, nn.Linear(width, 2))
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """Pos2Vec codes (N, 100) of positions (N, 773)."""
+        return self.pos2vec(x.flatten(1))
+
+    def compare(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+        """Logits (B, 2) from the codes of the left and the right positions."""
+        return self.head(torch.cat([left, right], dim=1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] % 2:
+            raise ValueError(f"a pair batch holds the left and the right positions: an even count, got {x.shape[0]}")
+        v = self.embed(x)
+        b = v.shape[0] // 2
+        return self.compare(v[:b], v[b:])
+
+    def pretrain(
+        self, inputs: Inputs, val_inputs: Inputs | None, cfg: PretrainConfig, device: torch.device, log=print
+    ) -> list[dict]:
+        """Pos2Vec layer by layer on single positions (training.autoencoder.pretrain_stack)."""
+        flat = lambda f: lambda e: (x.flatten(1) for x in f(e))  # noqa: E731
+        return pretrain_stack(
+            self.pos2vec, flat(inputs), cfg, device=device, val_inputs=val_inputs and flat(val_inputs), log=log
+        ).history
+
+
+AUTOENCODER = (837, 600, 400, 200, 100)
+"""Team 44's autoencoder widths (the decoder mirrors them)."""
+PIECE_TYPES = ("pawn", "knight", "bishop", "rook", "queen", "king")
+VALUE_UNIT = 10.0
+"""Each valuator's raw output times this is the piece's value (training.piece_values says why)."""
+PRETRAIN_VAL_ROWS = 8192
+"""Piece rows of val whose reconstruction loss is reported after each pretraining epoch."""
+
+
+class PieceValueNet(nn.Module):
+    """Autoencoder's encoder 837-600-400-200-100, six valuators, signed sum per position (Team 44;
+    the design and our choices: training.piece_values, which evaluates it and values pieces).
+
+    `hidden`: the valuators' three hidden widths; `output`: 'linear' (centipawn regression) or
+    'sigmoid' (the game-result variant); `activation`: the valuators' hidden units."""
+
+    def __init__(self, hidden: tuple[int, ...], output: str = "linear", activation: type[nn.Module] = nn.ReLU):
+        super().__init__()
+        if output not in ("linear", "sigmoid"):
+            raise ValueError(f"output must be linear or sigmoid, got {output!r}")
+        if len(hidden) != 3:
+            raise ValueError(f"a piece valuator has 3 hidden layers, got widths {list(hidden)}")
+        self.output = output
+        self.encoder = StackedEncoder(AUTOENCODER, "sigmoid")
+        self.encoder.requires_grad_(False)  # trained by `pretrain` only
+        self.valuators = nn.ModuleList()
+        for _ in PIECE_TYPES:
+            layers: list[nn.Module] = [CodeNorm(AUTOENCODER[-1])]
+            width = AUTOENCODER[-1]
+            for h in hidden:
+                layers += [nn.Linear(width, h), activation()]
+                width = h
+            self.valuators.append(nn.Sequential(*layers, nn.Linear(width, 1)))
+
+    @torch.no_grad()
+    def codes(self, rows: PieceRows) -> torch.Tensor:
+        """(N, 100): the autoencoder's code of every piece, equal to encoder(rows.dense())."""
+        first = self.encoder.layers[0]
+        n_board = first.in_features - 64
+        w = first.weight  # (600, 837)
+        per_board = rows.boards @ w[:, :n_board].t()  # (2B, 600)
+        h = per_board[rows.board] + w[:, n_board:].t()[rows.square] + first.bias
+        h = self.encoder.act(h)
+        for layer in self.encoder.layers[1:]:
+            h = self.encoder.act(layer(h))
+        return h
+
+    def values(self, rows: PieceRows) -> torch.Tensor:
+        """(N,) every piece's value to its owner: each piece type's network runs once on its rows."""
+        codes = self.codes(rows)
+        out = torch.zeros(codes.shape[0], device=codes.device, dtype=torch.float32)
+        for t, net in enumerate(self.valuators):
+            idx = (rows.piece_type == t).nonzero(as_tuple=True)[0]
+            if len(idx):
+                out = out.index_copy(0, idx, VALUE_UNIT * net(codes[idx]).squeeze(1).float())
+        return out
+
+    def total(self, rows: PieceRows, values: torch.Tensor | None = None) -> torch.Tensor:
+        """(B,) White's piece values minus Black's, per position (before the output's sigmoid)."""
+        v = self.values(rows) if values is None else values
+        return torch.zeros(rows.positions, device=v.device, dtype=v.dtype).index_add(0, rows.position, rows.sign * v)
+
+    def forward(self, rows: PieceRows) -> torch.Tensor:
+        s = self.total(rows)
+        return (torch.sigmoid(s) if self.output == "sigmoid" else s).unsqueeze(1)
+
+    def pretrain(self, inputs, val_inputs, cfg: PretrainConfig, device, log) -> list[dict]:
+        """Layer-wise pretraining of the autoencoder (training.autoencoder.pretrain_stack) on the
+        837-input piece rows of what `inputs(epoch)` yields (PieceRows, or their dense matrices;
+        the training loop's hook); the validation reconstruction loss on the first
+        PRETRAIN_VAL_ROWS rows of val. Returns its history."""
+        self.encoder.requires_grad_(True)
+        try:
+            val = _first_rows(_dense(val_inputs), PRETRAIN_VAL_ROWS) if val_inputs is not None else None
+            return pretrain_stack(self.encoder, _dense(inputs), cfg, device=device, val_inputs=val, log=log).history
+        finally:
+            self.encoder.requires_grad_(False)
+
+
+def _dense(inputs):
+    def dense(epoch: int):
+        for x in inputs(epoch):
+            yield x.dense() if isinstance(x, PieceRows) else x
+
+    return dense
+
+
+def _first_rows(inputs, n: int):
+    def first(epoch: int):
+        left = n
+        for x in inputs(epoch):
+            if left <= 0:
+                return
+            yield x[:left]
+            left -= len(x)
+
+    return first
+
+
+class CodeNorm(nn.BatchNorm1d):
+    """Batch norm of a piece type's codes; in training, a batch with a single piece of the type
+    (one queen) is normalised with the running statistics instead of its own."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training and x.shape[0] < 2:
+            return nn.functional.batch_norm(
+                x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0, self.eps
+            )
+        return super().forward(x)
+
+
 def build_model(spec: ModelSpec, in_shape: tuple[int, ...], n_out: int) -> nn.Module:
     check_choice("model kind", spec.kind, get_args(ModelKind))
+    if spec.kind == "siamese":
+        return DeepChess(int(torch.tensor(in_shape).prod()), spec.tower, spec.hidden, n_out)
+    if spec.kind == "piece_values":
+        return PieceValueNet(tuple(spec.hidden), spec.output, ACTIVATIONS[spec.activation])
     if spec.kind == "cnn":
         if len(in_shape) != 3:
             raise ValueError(f"a CNN needs a board-shaped input (C, 8, 8), got {in_shape}")

@@ -23,20 +23,32 @@ from pathlib import Path
 from typing import Literal, get_args, get_origin
 
 import numpy as np
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 from torch import nn
 
-from pipeline.datasets import DATASETS, SPLITS, Pov, dataset_dir
+from pipeline import storage
+from pipeline.datasets import DATASETS, SPLITS, dataset_dir
+from pipeline.settings import add_arguments, from_namespace
+from pipeline.storage import ObjectPath, StorePath
 from pipeline.store import Store, atomic_path, default_root
+from training.autoencoder import PretrainConfig, encoded_inputs
+from training.baselines import baselines
+from training.checkpoints import (
+    CP_PER_UNIT,
+    autocast,
+    evaluate,
+    load_checkpoint,
+    resolve_device,
+    rows_pov,
+    store_location,
+)
+from training.checkpoints import load_model as load_model  # re-exported: callers load models from here
 from training.choices import Device, check_choice
 from training.data import LoaderConfig, ParquetBatches
 from training.encoders import ENCODERS, get_encoder
-from training.models import PRESETS, OptimizerName, build_model
+from training.models import PRESETS, ModelSpec, OptimizerName, build_model
 
-CP_PER_UNIT = {"sabatelli_regression": 2 * DATASETS["sabatelli_regression"].defaults["clip_cp"], "piece_values": 100}
-"""Centipawns per unit of a regression target (for the cp mean absolute error)."""
 REGISTRIES = {"dataset": DATASETS, "model": PRESETS, "encoder": ENCODERS}
 """The TrainConfig fields that name an entry of a registry, and that registry."""
 
@@ -44,21 +56,28 @@ REGISTRIES = {"dataset": DATASETS, "model": PRESETS, "encoder": ENCODERS}
 @dataclass
 class TrainConfig:
     store: str = ""
-    """Store root holding datasets/<dataset>/{train,val,test}.parquet; empty: $CHESS_PIPELINE_HOME,
-    else ./store (the CLI's store), resolved when the run starts."""
+    """Store root (a folder or s3://bucket/prefix) holding datasets/<dataset>/{train,val,test}.parquet;
+    empty: $CHESS_PIPELINE_HOME, else ./store (the CLI's store), resolved when the run starts."""
     dataset: str = "sabatelli_3class"
     """Dataset name (sql/datasets/)."""
     model: str = "mlp3"
     """Model preset (training.models.PRESETS)."""
     encoder: str = "bitmap768"
     """Input encoder (training.encoders.ENCODERS)."""
+    target: str = "target"
+    """The dataset column the model learns (`target`; piece_values' `result_score` for the
+    piece-value network's result variant); rows where another column is null are left out."""
     hidden: tuple[int, ...] = ()
     """Replace the preset's hidden widths (empty keeps them)."""
     epochs: int = 20
     """Most epochs; early stopping may end sooner."""
     patience: int = 3
     """Stop after this many epochs without a better validation loss."""
+    pretrain_epochs: int = -1
+    """Epochs of each layer's unsupervised pretraining, for a model that has one (DeepChess's
+    Pos2Vec): -1 as many as `epochs`, 0 none. It gets at most half of max_minutes."""
     batch_size: int = 256
+    """Rows per training step."""
     lr: float = 0.0
     """Learning rate; 0 takes the preset's."""
     max_train_rows: int = 0
@@ -69,6 +88,7 @@ class TrainConfig:
     """Stop once this wall time has passed, cutting the epoch short (0: no bound). A run cut
     inside an epoch does not resume to the same weights as an uninterrupted one."""
     seed: int = 0
+    """Seed of the initial weights, the shuffling and dropout: the same seed gives the same model."""
     device: Device = "auto"
     """auto (CUDA when present, else CPU), cpu or cuda."""
     amp: bool = True
@@ -76,8 +96,9 @@ class TrainConfig:
     threads: int = 0
     """CPU threads (0: every core)."""
     out: str = ""
-    """Folder for checkpoint.pt; empty: <store>/models/<dataset>-<model>-<encoder>."""
+    """Folder for checkpoint.pt (or an s3://bucket/prefix); empty: <store>/models/<dataset>-<model>-<encoder>."""
     shuffle_buffer: int = 262_144
+    """Rows shuffled together in memory (a larger buffer mixes more, costs more memory)."""
 
     def __post_init__(self):
         self.check()
@@ -103,8 +124,10 @@ def config_choices(cls: type = TrainConfig) -> dict[str, tuple[str, ...]]:
 
 @dataclass
 class TrainResult:
-    checkpoint: Path
+    checkpoint: StorePath
     history: list[dict] = field(default_factory=list)
+    pretrain: list[dict] = field(default_factory=list)
+    """Pretraining rows (training.autoencoder.pretrain_stack's history), if the model has one."""
     test: dict = field(default_factory=dict)
     epochs_run: int = 0
     resumed_from: int = 0
@@ -125,83 +148,36 @@ class TrainResult:
         return rows
 
 
-def resolve_device(name: Device) -> torch.device:
-    check_choice("device", name, get_args(Device))
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device cuda asked for, but torch sees no CUDA device")
-    return torch.device(name)
+def split_batches(preset: ModelSpec) -> type:
+    """How a preset reads a split file: pairs of positions drawn inside it for a siamese
+    comparator (training.deepchess.PairBatches), else rows (ParquetBatches); same arguments."""
+    if preset.kind == "siamese":
+        from training.deepchess import PairBatches
+
+        return PairBatches
+    return ParquetBatches
 
 
-def lineage(folder: Path) -> dict:
-    """What a model is trained on: each split file of a dataset folder with its size, rows and mtime."""
+def lineage(folder: StorePath, files: dict[str, Path] | None = None) -> dict:
+    """What a model is trained on: each split file of a dataset folder (a store path, local or
+    s3://) with its size, rows and mtime; `files`: the local copies the rows are counted in."""
     out = {}
     for s in SPLITS:
         p = folder / f"{s}.parquet"
-        st = p.stat()
-        out[s] = {"path": str(p), "rows": pq.read_metadata(p).num_rows, "bytes": st.st_size, "mtime": st.st_mtime}
+        local = (files or {}).get(s) or storage.local_file(p)
+        if isinstance(p, ObjectPath):
+            size, mtime = storage.size(p), storage.mtime_ns(p) / 1e9
+        else:
+            st = p.stat()
+            size, mtime = st.st_size, st.st_mtime
+        out[s] = {"path": str(p), "rows": pq.read_metadata(local).num_rows, "bytes": size, "mtime": mtime}
     return out
-
-
-def rows_pov(train: Path) -> Pov:
-    """'side_to_move' when the rows mirror Black-to-move positions (Sabatelli's datasets), else 'white'."""
-    if "mirrored" not in pq.read_schema(train).names:
-        return "white"
-    return "side_to_move" if pc.any(pq.read_table(train, columns=["mirrored"])["mirrored"]).as_py() else "white"
 
 
 def _same_run(a: dict, b: dict) -> bool:
     """Whether a checkpoint's config continues this one (only the stopping rules may differ)."""
     loose = {"epochs", "patience", "max_minutes", "device", "threads", "out", "amp"}
     return {k: v for k, v in a.items() if k not in loose} == {k: v for k, v in b.items() if k not in loose}
-
-
-def evaluate(
-    model: nn.Module, batches: ParquetBatches, encoder, device, classes: int, cp_per_unit: float, amp: bool
-) -> dict:
-    """Loss and the metrics of a split: accuracy, confusion matrix, per-class accuracy (classes),
-    or MSE, MAE and cp MAE (regression)."""
-    model.eval()
-    total, loss_sum, correct, abs_sum = 0, 0.0, 0, 0.0
-    confusion = np.zeros((classes, classes), dtype=np.int64) if classes else None
-    with torch.no_grad(), _autocast(device, amp):
-        for batch in batches.epoch(0):
-            batch = batch.to(device)
-            out = model(encoder(batch)).float()
-            y = batch.target
-            if classes:
-                t = y.long()
-                loss_sum += nn.functional.cross_entropy(out, t, reduction="sum").item()
-                pred = out.argmax(1)
-                correct += (pred == t).sum().item()
-                np.add.at(confusion, (t.cpu().numpy(), pred.cpu().numpy()), 1)
-            else:
-                p = out.squeeze(1)
-                loss_sum += nn.functional.mse_loss(p, y, reduction="sum").item()
-                abs_sum += (p - y).abs().sum().item()
-            total += len(y)
-    if not total:
-        return {"rows": 0}
-    m = {"rows": total, "loss": loss_sum / total}
-    if classes:
-        m["accuracy"] = correct / total
-        m["confusion"] = confusion.tolist()
-        with np.errstate(invalid="ignore", divide="ignore"):
-            per = np.diag(confusion) / confusion.sum(1)
-        m["per_class_accuracy"] = [None if np.isnan(v) else float(v) for v in per]
-        m["majority_class_accuracy"] = float(confusion.sum(1).max() / total)
-    else:
-        m["mse"] = m["loss"]
-        m["mae"] = abs_sum / total
-        m["cp_mae"] = m["mae"] * cp_per_unit
-    return m
-
-
-def _autocast(device: torch.device, amp: bool):
-    if device.type == "cuda" and amp:
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return torch.autocast("cpu", enabled=False)
 
 
 def _optimizer(name: OptimizerName, params, lr: float) -> torch.optim.Optimizer:
@@ -221,20 +197,25 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
     encoder = get_encoder(cfg.encoder)
     device = resolve_device(cfg.device)
     torch.set_num_threads(cfg.threads or os.cpu_count() or 1)
-    store = Path(cfg.store).expanduser().resolve() if cfg.store else default_root()
+    store = storage.parse_root(cfg.store) if cfg.store else default_root()  # a folder or s3://bucket/prefix
     cfg = dataclasses.replace(cfg, store=str(store))  # the checkpoint records the store used
     folder = dataset_dir(Store(store), cfg.dataset)
-    if not (folder / "train.parquet").exists():
+    if not storage.exists(folder / "train.parquet"):
         raise FileNotFoundError(
             f"{folder}/train.parquet not found: materialise the dataset first (chess-pipeline datasets {cfg.dataset})"
         )
+    # The split files as local files: the store's own in a local store; from an S3 store, copies
+    # in the local cache (storage.cached_copy), since the loader reads every row group once an
+    # epoch and the baselines and pretraining read the files again.
+    files = {s: storage.local_file(folder / f"{s}.parquet") for s in SPLITS}
     # The files this run reads (once), and how their rows are oriented (players need it).
-    source = {"name": cfg.dataset, "splits": lineage(folder), "pov": rows_pov(folder / "train.parquet")}
+    source = {"name": cfg.dataset, "splits": lineage(folder, files), "pov": rows_pov(files["train"])}
     loader = LoaderConfig(batch_size=cfg.batch_size, shuffle_buffer=cfg.shuffle_buffer)
     evaluation = LoaderConfig(batch_size=4096, shuffle=False)
-    train_b = ParquetBatches(folder / "train.parquet", loader, seed=cfg.seed, limit=cfg.max_train_rows)
-    val_b = ParquetBatches(folder / "val.parquet", evaluation, limit=cfg.max_eval_rows)
-    test_b = ParquetBatches(folder / "test.parquet", evaluation, limit=cfg.max_eval_rows)
+    batches = split_batches(preset)  # rows, or pairs of rows drawn inside each split
+    train_b = batches(files["train"], loader, seed=cfg.seed, limit=cfg.max_train_rows, target=cfg.target)
+    val_b = batches(files["val"], evaluation, limit=cfg.max_eval_rows, target=cfg.target)
+    test_b = batches(files["test"], evaluation, limit=cfg.max_eval_rows, target=cfg.target)
     for split, b in (("train", train_b), ("val", val_b), ("test", test_b)):
         if not b.rows:
             raise ValueError(f"{folder}/{split}.parquet has no rows: more games, or other split fractions")
@@ -243,21 +224,23 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
     torch.manual_seed(cfg.seed)
     model = build_model(preset, encoder.shape, n_out).to(device)
     opt = _optimizer(preset.optimizer, model.parameters(), lr)
-    out_dir = Path(cfg.out) if cfg.out else store / "models" / f"{cfg.dataset}-{cfg.model}-{cfg.encoder}"
+    out_dir = store_location(cfg.out) if cfg.out else store / "models" / f"{cfg.dataset}-{cfg.model}-{cfg.encoder}"
     ckpt_path = out_dir / "checkpoint.pt"
     config = asdict(cfg)
     config["hidden"] = list(cfg.hidden)
     history: list[dict] = []
+    pretrained: list[dict] = []
     start_epoch, best_loss, best_state, bad = 0, float("inf"), None, 0
     result = TrainResult(
         ckpt_path, device=str(device), rows={"train": train_b.rows, "val": val_b.rows, "test": test_b.rows}
     )
-    if ckpt_path.exists():
-        ck = torch.load(ckpt_path, map_location=device, weights_only=False)
+    if storage.exists(ckpt_path):
+        ck = load_checkpoint(ckpt_path, map_location=device)
         if _same_run(ck["config"], config) and ck["encoder"] == {"name": encoder.name, "version": encoder.version}:
             model.load_state_dict(ck["model"])
             opt.load_state_dict(ck["optimizer"])
             history, best_loss, bad = ck["history"], ck["best_val_loss"], ck["bad_epochs"]
+            pretrained = ck.get("pretrain", [])
             best_state = ck["best_model"]
             start_epoch = result.resumed_from = ck["epoch"] + 1
             log(f"resuming from {ckpt_path} after epoch {ck['epoch']}")
@@ -266,12 +249,25 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
         else:
             log(f"{ckpt_path} holds another configuration: starting afresh")
     loss_fn = nn.CrossEntropyLoss() if classes else nn.MSELoss()
-    cp_unit = CP_PER_UNIT.get(cfg.dataset, 1.0)
+    cp_unit = CP_PER_UNIT.get(cfg.dataset, 1.0) if cfg.target == "target" else 0.0  # 0: not centipawns
     t0 = time.monotonic()
+    pretrain_epochs = cfg.epochs if cfg.pretrain_epochs < 0 else cfg.pretrain_epochs
+    if hasattr(model, "pretrain") and start_epoch == 0 and pretrain_epochs:
+        # Unsupervised phase (training.autoencoder.Pretrainable) on single positions of train.
+        singles = lambda b: getattr(b, "positions", b)  # noqa: E731  (a pair loader's positions)
+        pretrained = model.pretrain(
+            encoded_inputs(singles(train_b), encoder, device),
+            encoded_inputs(singles(val_b), encoder, device),
+            PretrainConfig(pretrain_epochs, preset.pretrain_lr, preset.lr_decay, cfg.max_minutes / 2, cfg.seed),
+            device,
+            log,
+        )
     seen, train_seconds = 0, 0.0
     stopped_early = False
     for epoch in range(start_epoch, cfg.epochs):
         torch.manual_seed(cfg.seed * 1000 + epoch)  # dropout of this epoch, the same on resume
+        for g in opt.param_groups:  # the preset's decay per epoch (1: constant)
+            g["lr"] = lr * preset.lr_decay**epoch
         model.train()
         e0 = time.monotonic()
         loss_sum, n = 0.0, 0
@@ -281,7 +277,7 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
                 out_of_time = True  # a short schedule: cut this epoch, evaluate, stop
                 break
             batch = batch.to(device)
-            with _autocast(device, cfg.amp):
+            with autocast(device, cfg.amp):
                 out = model(encoder(batch)).float()
             y = batch.target.long() if classes else batch.target
             loss = loss_fn(out if classes else out.squeeze(1), y)
@@ -318,7 +314,8 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
         else:
             bad += 1
         stopped_early = bad >= cfg.patience
-        _save(ckpt_path, model, opt, config, encoder, source, epoch, history, best_loss, best_state, bad, stopped_early)
+        state = (model, opt, config, encoder, source, epoch, history, best_loss, best_state, bad, stopped_early)
+        _save(ckpt_path, *state, pretrained)
         result.epochs_run += 1
         if stopped_early:
             log(f"early stop: no better validation loss for {cfg.patience} epochs")
@@ -329,13 +326,20 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
     if best_state is not None:
         model.load_state_dict(best_state)
     result.history = history
+    result.pretrain = pretrained
     result.test = evaluate(model, test_b, encoder, device, classes, cp_unit, cfg.amp)
+    if preset.kind != "siamese":  # the majority class and material on the same test rows (pairs: their own)
+        result.test.update(baselines(cfg.dataset, classes, train_b.epoch(0), test_b.epoch(0), cp_unit))
+    else:
+        from training.deepchess import pair_baselines
+
+        result.test.update(pair_baselines(train_b, test_b))
     result.positions_per_second = seen / train_seconds if train_seconds else 0.0
     return result
 
 
 def _save(
-    path: Path, model, opt, config, encoder, source, epoch, history, best_loss, best_state, bad, stopped_early
+    path, model, opt, config, encoder, source, epoch, history, best_loss, best_state, bad, stopped_early, pre=()
 ) -> None:
     state = {
         "model": model.state_dict(),
@@ -349,53 +353,26 @@ def _save(
         "best_model": best_state,
         "bad_epochs": bad,
         "stopped_early": stopped_early,
+        "pretrain": list(pre),  # pretraining history
     }
     with atomic_path(path) as tmp:
         torch.save(state, tmp)
-
-
-def load_model(path: Path, device: str = "cpu") -> tuple[nn.Module, dict]:
-    """The best model of a checkpoint, and the checkpoint (config, encoder, lineage, history)."""
-    ck = torch.load(path, map_location=device, weights_only=False)
-    cfg = ck["config"]
-    preset = PRESETS[cfg["model"]]
-    if cfg.get("hidden"):
-        preset = dataclasses.replace(preset, hidden=tuple(cfg["hidden"]))
-    encoder = get_encoder(ck["encoder"]["name"])
-    if encoder.version != ck["encoder"]["version"]:
-        raise ValueError(
-            f"{path}: trained with {encoder.name} v{ck['encoder']['version']}, this code has v{encoder.version}"
-        )
-    classes = DATASETS[cfg["dataset"]].classes
-    model = build_model(preset, encoder.shape, classes or 1)
-    model.load_state_dict(ck["best_model"] or ck["model"])
-    model.eval()
-    return model, ck
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         prog="python -m training.train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    choices = config_choices(TrainConfig)
-    for f in dataclasses.fields(TrainConfig):
-        default = f.default
-        if f.name == "hidden":
-            ap.add_argument("--hidden", type=int, nargs="*", default=[])
-        elif isinstance(default, bool):
-            ap.add_argument(f"--{f.name.replace('_', '-')}", action=argparse.BooleanOptionalAction, default=default)
-        else:
-            ap.add_argument(
-                f"--{f.name.replace('_', '-')}", type=type(default), default=default, choices=choices.get(f.name)
-            )
-    args = vars(ap.parse_args(argv))
-    args["hidden"] = tuple(args["hidden"])
-    r = train(TrainConfig(**args))
+    add_arguments(ap, TrainConfig, choices=config_choices(TrainConfig))
+    r = train(from_namespace(TrainConfig, ap.parse_args(argv)))
     test = r.test
     summary = (
-        f"test accuracy {test['accuracy']:.4f} (majority class {test['majority_class_accuracy']:.4f})"
+        f"test accuracy {test['accuracy']:.4f} (majority class {test['majority_class_accuracy']:.4f}"
+        + (f", material {test['material_baseline_accuracy']:.4f})" if "material_baseline_accuracy" in test else ")")
         if "accuracy" in test
-        else f"test mse {test.get('mse', float('nan')):.5f}, cp mae {test.get('cp_mae', float('nan')):.1f}"
+        else f"test mse {test.get('mse', float('nan')):.5f} "
+        f"(material line {test.get('material_baseline_mse', float('nan')):.5f}, "
+        f"train mean {test.get('mean_baseline_mse', float('nan')):.5f}), cp mae {test.get('cp_mae', float('nan')):.1f}"
     )
     print(f"{summary} on {test.get('rows', 0):,} positions; checkpoint {r.checkpoint}")
 

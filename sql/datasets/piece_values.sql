@@ -1,10 +1,12 @@
 -- Positions with centipawn targets for the per-piece value network: White's point of view,
 -- searched scores only (no mates), |cp| <= max_cp so that lost-and-won positions do not
 -- dominate; games of players rated over min_elo (0: every game, rated or not) plus engine games.
--- target: cp / 100 (pawns).
+-- target: cp / 100 (pawns); result_score: the game's result for White, 1 / 0.5 / 0 (NULL for an
+-- unfinished game), the target of the network's second variant.
 SELECT p.position_key, p.planes, p.side_to_move, p.castling, p.ep_square, p.halfmove_clock,
        p.fullmove_number, p.game_id, p.ply, g.source, g.white_elo, g.black_elo, g.outcome AS result,
        l.cp AS cp_white, material(p.planes) AS material,
+       CASE g.outcome WHEN '1-0' THEN 1.0 WHEN '1/2-1/2' THEN 0.5 WHEN '0-1' THEN 0.0 END AS result_score,
        CASE WHEN l.position_key IS NULL THEN NULL ELSE l.cp / 100.0 END AS target
 FROM positions p
 JOIN games g USING (game_id)

@@ -1,0 +1,185 @@
+"""DeepChess's own figures: the training run's baseline and curves, and its two experiments.
+
+The model asset `deepchess_net` is one of assets.training's (the shared loop trains it); its
+evaluation assets are the generic eval_suites_deepchess_net / eval_matches_deepchess_net (the
+1-ply comparison player: STS points, matches, Elo) and, here, `eval_pairs_deepchess_net`: Experiment 1
+(pair accuracy by Stockfish static-evaluation bucket, suite `deepchess_pairs`) and the STS
+"solution ranking" of Experiment 2.
+"""
+
+from pathlib import Path
+
+import dagster as dg
+
+from assets.config import DescribedConfig
+from assets.evaluation import GROUP, checkpoint_of, report_dir, rows_md, suites_folder
+from assets.metadata import md_cell, png_md
+from assets.resources import StockfishResource, StoreResource
+from pipeline.evaluation import write_results
+from pipeline.store import atomic_path
+
+MODEL = "deepchess_net"
+"""The model asset (its dataset is the asset `deepchess`)."""
+SUITE = "deepchess_pairs"
+
+
+def training_extras(name: str, cfg, result) -> tuple[dict, list[tuple[str, str, float]]]:
+    """Metadata and model_metrics rows a DeepChess run adds: the material baseline on the same
+    pairs, the model's train pair accuracy, the pretraining and fine-tuning curves."""
+    from pipeline.plots import pretrain_curves_png
+    from training.deepchess import PUBLISHED, run_figures
+
+    f = run_figures(cfg, result.checkpoint)
+    rows = [
+        ("train", "pair_accuracy", f["model_train_accuracy"]),
+        ("train", "material_baseline_accuracy", f["baseline_train_accuracy"]),
+        ("val", "material_baseline_accuracy", f["baseline_val_accuracy"]),
+    ]  # test's is in the run's test figures (training.deepchess.pair_baselines)
+    last = {}
+    for r in result.pretrain:
+        last[r["layer"]] = r
+    meta = {
+        "train_pair_accuracy": round(f["model_train_accuracy"], 4),
+        "material_baseline_test_accuracy": round(f["baseline_test_accuracy"], 4),
+        "material_baseline": dg.MetadataValue.md(
+            "Logistic regression P(right is the White-won one) = sigmoid(a + b x (material(left) - "
+            f"material(right))), fitted on the run's first-epoch train pairs: a = {f['baseline_a']:.3f}, "
+            f"b = {f['baseline_b']:.3f}\n\n| pairs | baseline | model |\n|---|---|---|\n"
+            f"| train ({f['pairs_train']:,}) | {f['baseline_train_accuracy']:.2%} | {f['model_train_accuracy']:.2%} |\n"
+            f"| val ({f['pairs_val']:,}) | {f['baseline_val_accuracy']:.2%} | "
+            f"{(result.history[-1]['val_accuracy'] if result.history else float('nan')):.2%} |\n"
+            f"| test ({f['pairs_test']:,}) | {f['baseline_test_accuracy']:.2%} | "
+            f"{result.test.get('accuracy', float('nan')):.2%} |\n\n"
+            f"Published (DeepChess): train {PUBLISHED['train_pair_accuracy']:.2%}, "
+            f"val {PUBLISHED['val_pair_accuracy']:.2%}."
+        ),
+        "pretraining": dg.MetadataValue.md(
+            "| layer | epochs | last reconstruction BCE (train) | val |\n|---|---|---|---|\n"
+            + "\n".join(
+                f"| {k} | {r['epoch'] + 1} | {r['train_loss']:.4f} | "
+                + ("- |" if r["val_loss"] is None else f"{r['val_loss']:.4f} |")
+                for k, r in sorted(last.items())
+            )
+            if last
+            else "no pretraining in this run"
+        ),
+        "learning_curves": png_md(
+            pretrain_curves_png(result.pretrain, result.history, f["baseline_val_accuracy"], f"{name}: curves"),
+            "pretraining and fine-tuning curves",
+        ),
+    }
+    return meta, rows
+
+
+class PairsConfig(DescribedConfig):
+    max_pairs: int = 100_000
+    """Most pairs per bucket (each test position at most once per bucket)."""
+    engine: bool = True
+    """Ask Stockfish (`eval`, not stored) for the static evaluation of test positions the store
+    has no static label for; false: only `chess-pipeline label --static`'s labels."""
+    suites_dir: str = ""
+    """Folder of .epd files for the STS solution ranking; empty: CHESS_PIPELINE_SUITES, else the
+    store's `suites` folder."""
+    seed: int = 0
+    """Seed of the pairs drawn in each bucket."""
+
+
+@dg.asset(
+    name=f"eval_pairs_{MODEL}",
+    group_name=GROUP,
+    deps=[MODEL],
+    description="DeepChess Experiment 1 (test-split pair accuracy by Stockfish static-evaluation bucket, "
+    "suite deepchess_pairs) and the STS solution ranking of Experiment 2, beside the published figures.",
+)
+def eval_pairs_deepchess_net(
+    context: dg.AssetExecutionContext, config: PairsConfig, store: StoreResource, stockfish: StockfishResource
+) -> dg.MaterializeResult:
+    from pipeline.deepchess_eval import static_evals
+    from pipeline.evaluation import load_suites, suite_files
+    from pipeline.suites import is_sts
+    from training.data import LoaderConfig
+    from training.deepchess import (
+        ADVANTAGE_CP,
+        EVEN_CP,
+        PUBLISHED,
+        PUBLISHED_BUCKETS,
+        Comparator,
+        PairBatches,
+        bucket_accuracy,
+        load_comparator,
+        solution_ranking,
+    )
+    from training.encoders import get_encoder
+
+    st = store.get()
+    model, ck = load_comparator(checkpoint_of(context, MODEL))
+    comparator = Comparator(model, get_encoder(ck["encoder"]["name"]))
+    test = Path(ck["dataset"]["splits"]["test"]["path"])  # the split the model was tested on (lineage)
+    if not test.exists():
+        raise dg.Failure(f"{test}: the test split {MODEL} was trained beside is gone; rebuild the dataset and retrain")
+    pairs = PairBatches(test, LoaderConfig(batch_size=4096, shuffle=False))
+    static = static_evals(st, test, pairs.positions_rows, stockfish.pool if config.engine else None)
+    context.log.info(
+        f"static evaluations of {pairs.positions_rows:,} test positions: {static.from_labels:,} from labels, "
+        f"{static.from_engine:,} from the engine now, {static.missing:,} none (in check)"
+    )
+    buckets = bucket_accuracy(comparator, pairs, static.cp, config.max_pairs, config.seed)
+    rows = []
+    for name, b in buckets.items():
+        acc, n = PUBLISHED_BUCKETS[name]
+        rows.append(
+            (
+                SUITE,
+                name,
+                b.accuracy if b.pairs else 0.0,
+                b.pairs,
+                f"positions: {b.left_positions:,} from White wins, {b.right_positions:,} from Black wins; "
+                f"published {acc:.2%} over {n:,} pairs",
+            )
+        )
+    rows.append(
+        (
+            SUITE,
+            "static_evals",
+            static.from_labels + static.from_engine,
+            pairs.positions_rows,
+            f"even |eval| <= {EVEN_CP} cp, advantage >= {ADVANTAGE_CP} cp; {static.from_labels:,} from static "
+            f"labels, {static.from_engine:,} asked of Stockfish now, {static.missing:,} none (in check)",
+        )
+    )
+    folder = suites_folder(config.suites_dir, st)
+    suites, _ = load_suites(suite_files(folder) if folder.is_dir() else [])
+    for s in suites:
+        if not is_sts(s.positions):
+            continue
+        ok, n = solution_ranking(comparator, s.positions)
+        acc, pub_n = PUBLISHED["sts_solution_ranking"]
+        rows.append(
+            (s.name, "solution_ranking", ok / n if n else 0.0, n, f"published {acc:.2%} over {pub_n:,} positions")
+        )
+        context.log.info(f"{s.name}: solution ranking {ok}/{n}")
+    write_results(st, f"eval_pairs_{MODEL}", context.run.run_id, [(MODEL, *r) for r in rows])
+    table = rows_md(rows)
+    report = report_dir(st, MODEL) / "pairs.md"
+    with atomic_path(report) as tmp:
+        tmp.write_text(table + "\n")
+    return dg.MaterializeResult(
+        metadata={
+            "results": dg.MetadataValue.md(table),
+            "test_positions": pairs.positions_rows,
+            "static_from_labels": static.from_labels,
+            "static_from_engine": static.from_engine,
+            "buckets": dg.MetadataValue.md(
+                "| bucket | ours | pairs | published | published pairs |\n|---|---|---|---|---|\n"
+                + "\n".join(
+                    f"| {md_cell(k)} | {b.accuracy:.2%} | {b.pairs:,} | {PUBLISHED_BUCKETS[k][0]:.2%} | "
+                    f"{PUBLISHED_BUCKETS[k][1]:,} |"
+                    for k, b in buckets.items()
+                )
+            ),
+            "path": dg.MetadataValue.path(str(report)),
+        }
+    )
+
+
+deepchess_assets = [eval_pairs_deepchess_net]

@@ -1,0 +1,341 @@
+"""Team 44's piece-value networks (2019): every piece valued in its context, the position's score
+the sum of White's piece values minus Black's.
+
+Each piece gets the 837 inputs of `training.encoders.Pieces837` (the position's 773 bits from
+its owner's side and the one-hot square of the piece). An autoencoder 837-600-400-200-100
+(`training.autoencoder`: sigmoid units, each layer pretrained to reconstruct the one below
+with binary cross-entropy through a decoder of its own; the decoders stacked in reverse are
+the mirrored decoder) gives a 100-number code of the piece in its position; six valuator
+networks, one per piece type (3 hidden layers, one output), turn the code into the piece's
+value. The model's output is the sum over a position's pieces of value x (+1 White, -1 Black):
+regressed to Stockfish's centipawns / 100 (`piece_values` dataset, MSE), or, the second variant,
+through a sigmoid regressed to the game result (1, 0.5, 0).
+
+Our choices where the report is silent: the autoencoder is trained first, without labels, and
+then kept fixed (the valuators learn from its codes; the encoder is not fine-tuned, which also
+makes a step three times cheaper); each valuator starts with a batch norm of the codes (a fixed
+encoder's sigmoid codes vary little from piece to piece, the norm spreads them); each
+valuator's output is multiplied by VALUE_UNIT (training.models), so that Adam's steps (about
+one learning rate each) move a value by VALUE_UNIT x lr and a queen's nine pawns is reached in
+a few hundred steps, not thousands; a Black piece is valued on the mirrored board (see PieceRows), so one
+network per piece type serves both colours.
+
+Batched: the pieces of all positions of a batch are one set of rows, each piece-type network
+runs once on its rows, and the values are scatter-added per position. The first encoder layer
+is computed per position (the 773 position bits times the weight's first 773 columns) and per
+piece only the square's column is added, which is the same Linear(837, 600) on the dense rows
+at a 26th of the work.
+
+    values = piece_values("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3", model)
+    values["f3"]   # the knight's value to White, in pawns (a float)
+
+Library code: no Dagster; `load_piece_value_net(checkpoint)` gives a model from a checkpoint. The
+network itself (PieceValueNet) is in training.models, beside the other architectures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import chess
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+
+from training.checkpoints import load_model, store_location
+from training.encoders import MATERIAL_VALUES, Batch, PieceRows, get_encoder
+from training.models import PIECE_TYPES, PieceValueNet
+
+BOOK_VALUES = MATERIAL_VALUES[:5]
+"""The textbook values of P N B R Q, for the material baseline and beside ours."""
+PUBLISHED = {"knight": 2.94, "bishop": 3.13, "rook": 4.96, "queen": 9.87}
+"""Team 44's average learned values, pawn = 1."""
+PHASES = ("opening", "middlegame", "endgame")
+"""sql/views/macros.sql `game_phase`."""
+_ENCODER = "pieces837"
+
+
+def piece_rows(batch: Batch) -> PieceRows:
+    """The per-piece inputs of a batch (training.encoders.Pieces837)."""
+    return get_encoder(_ENCODER)(batch)
+
+
+def boards_batch(boards: Iterable[chess.Board]) -> Batch:
+    """Boards as the loader's Batch (the store's encoding, White's view)."""
+    from pipeline.search import board_arrays
+
+    planes, white, castling = board_arrays(list(boards))
+    w = torch.from_numpy(white)
+    return Batch(torch.from_numpy(planes), w, torch.from_numpy(castling), torch.zeros_like(w))
+
+
+def load_piece_value_net(checkpoint: Path | str, device: str = "cpu") -> PieceValueNet:
+    """The best model of a piece-value checkpoint (training.checkpoints.load_model), ready to use."""
+    model, ck = load_model(Path(checkpoint), device)
+    if not isinstance(model, PieceValueNet):
+        raise ValueError(f"{checkpoint}: a {ck['config']['model']} model, not a piece-value network")
+    return model.to(device)
+
+
+def read_board(fen: str) -> chess.Board:
+    """A board from a FEN, or ValueError saying what is wrong with it."""
+    try:
+        board = chess.Board(fen)
+    except ValueError as e:
+        raise ValueError(f"not a valid FEN ({e}): {fen!r}") from None
+    if not board.is_valid():
+        problems = [f.name.lower().replace("_", " ") for f in chess.Status if f and board.status() & f]
+        raise ValueError(f"not a legal position ({', '.join(problems)}): {fen!r}")
+    return board
+
+
+@torch.no_grad()
+def piece_values(fen: str, model: PieceValueNet | Path | str) -> dict[str, float]:
+    """The value of every piece on the board of `fen` to its owner, by square name ('e4': 1.03).
+
+    `model`: a PieceValueNet, or the path of a piece-value checkpoint (loaded each call: keep a
+    loaded model for repeated use). Values are in the model's units: pawns for the centipawn
+    model (piece_value_net), logits of the expected result for the result variant. White's
+    values minus Black's give the model's score before its output function. Squares in board
+    order, a1 first. ValueError for a FEN python-chess cannot read or an illegal position."""
+    board = read_board(fen)
+    if not isinstance(model, PieceValueNet):
+        model = load_piece_value_net(model)
+    model.eval()
+    device = next(model.parameters()).device
+    rows = piece_rows(boards_batch([board]).to(device))
+    values = model.values(rows).cpu().tolist()
+    squares = rows.board_square.cpu().tolist()
+    return {chess.square_name(s): v for s, v in sorted(zip(squares, values))}
+
+
+# Evaluation on a dataset split. -------------------------------------------------------------
+
+
+@dataclass
+class PieceValueReport:
+    """A trained model on a test split: errors, the material baseline, values per piece type."""
+
+    rows: int = 0
+    output: str = "linear"
+    mse: float = math.nan
+    """Of the model's output against the target (pawns^2 for the centipawn model)."""
+    mae: float = math.nan
+    rmse: float = math.nan
+    baseline_mse: float = math.nan
+    """Book material difference (P 1 N 3 B 3 R 5 Q 9), scale and offset fitted on train, through
+    the same output function."""
+    baseline_mae: float = math.nan
+    baseline_rmse: float = math.nan
+    baseline_fit: tuple[float, float] = (math.nan, math.nan)
+    """(scale, offset) of the baseline."""
+    average: dict = field(default_factory=dict)
+    """piece type -> mean value in the model's units over every piece of that type in test."""
+    relative: dict = field(default_factory=dict)
+    """piece type -> mean value / the pawn's mean value (pawn = 1), as Team 44 reported them."""
+    by_phase: dict = field(default_factory=dict)
+    """phase -> {piece type -> value / that phase's pawn mean}, plus 'pawn_raw' (the pawn's mean)."""
+    counts: dict = field(default_factory=dict)
+    """phase -> {piece type -> pieces}, and 'positions' -> {phase -> positions}."""
+
+    def table_md(self) -> str:
+        """Ours beside Team 44's and the book's, pawn = 1."""
+        lines = ["| piece | ours (pawn = 1) | Team 44 | book | ours, model units |", "|---|---|---|---|---|"]
+        for i, t in enumerate(PIECE_TYPES):
+            book = f"{BOOK_VALUES[i]:g}" if i < len(BOOK_VALUES) else "-"
+            lines.append(
+                f"| {t} | {self.relative.get(t, math.nan):.2f} | {PUBLISHED.get(t, 1.0 if t == 'pawn' else '-')} "
+                f"| {book} | {self.average.get(t, math.nan):.3f} |"
+            )
+        return "\n".join(lines)
+
+    def error_md(self) -> str:
+        """The test error beside the book-material baseline's."""
+        unit = "pawns" if self.output == "linear" else "result"
+        return (
+            f"| on {self.rows:,} test positions | MAE ({unit}) | RMSE ({unit}) | MSE |\n|---|---|---|---|\n"
+            f"| piece-value network | {self.mae:.3f} | {self.rmse:.3f} | {self.mse:.4f} |\n"
+            f"| book material x {self.baseline_fit[0]:.3f} + {self.baseline_fit[1]:.3f} "
+            f"| {self.baseline_mae:.3f} | {self.baseline_rmse:.3f} | {self.baseline_mse:.4f} |"
+        )
+
+    def result_rows(self) -> list[tuple[str, str, float, int, str]]:
+        """(suite, metric, value, n, detail) rows for evaluation_results (suite `piece_values`)."""
+        suite, rows = "piece_values", []
+        unit = "pawns" if self.output == "linear" else "result"
+        for name, ours, base in (("mae", self.mae, self.baseline_mae), ("rmse", self.rmse, self.baseline_rmse)):
+            rows.append((suite, f"test_{name}_{unit}", ours, self.rows, f"book material baseline {base:.4f}"))
+            rows.append(
+                (suite, f"baseline_{name}_{unit}", base, self.rows, "book material, scale and offset fitted on train")
+            )
+        for i, t in enumerate(PIECE_TYPES):
+            n = sum(self.counts.get(p, {}).get(t, 0) for p in PHASES)
+            if t in self.relative:
+                pub = f"Team 44 {PUBLISHED[t]}, book {BOOK_VALUES[i]:g}" if t in PUBLISHED else ""
+                rows.append((suite, f"value_{t}", self.relative[t], n, f"pawn = 1; {pub}".rstrip("; ")))
+            for p in PHASES:
+                if t in self.by_phase.get(p, {}):
+                    rows.append(
+                        (suite, f"value_{t}_{p}", self.by_phase[p][t], self.counts[p][t], f"pawn = 1 in the {p}")
+                    )
+        return rows
+
+    def phase_md(self) -> str:
+        """Values by game phase, pawn = 1 within each phase, and the pawn's own value per phase."""
+        lines = ["| piece | " + " | ".join(PHASES) + " |", "|---" * (len(PHASES) + 1) + "|"]
+        for t in PIECE_TYPES:
+            cells = [self.by_phase.get(p, {}).get(t, math.nan) for p in PHASES]
+            lines.append(f"| {t} | " + " | ".join("-" if math.isnan(c) else f"{c:.2f}" for c in cells) + " |")
+        raw = [self.by_phase.get(p, {}).get("pawn_raw", math.nan) for p in PHASES]
+        lines.append("| pawn, model units | " + " | ".join("-" if math.isnan(c) else f"{c:.3f}" for c in raw) + " |")
+        pos = self.counts.get("positions", {})
+        lines.append("| positions | " + " | ".join(f"{pos.get(p, 0):,}" for p in PHASES) + " |")
+        return "\n".join(lines)
+
+
+def _table(path: Path, max_rows: int) -> pa.Table:
+    """A split file's first rows (max_rows; 0: all) with the `game_phase` macro's phase of each."""
+    import duckdb
+
+    from pipeline.duck import glob_escape, load_sql
+
+    rows = pq.read_metadata(path).num_rows
+    with duckdb.connect() as con:
+        con.execute(load_sql("views/macros"))
+        return con.sql(
+            "SELECT *, game_phase(planes, fullmove_number) AS phase FROM read_parquet($path) LIMIT $n",
+            params={"path": glob_escape(str(path)), "n": min(rows, max_rows) if max_rows else rows},
+        ).to_arrow_table()
+
+
+def _batches(table: pa.Table, target: str, size: int) -> Iterable[tuple[Batch, slice]]:
+    from training.data import _batch, _columns
+
+    for start in range(0, table.num_rows, size):
+        t = table.slice(start, size)
+        cols = _columns(t.drop_columns(["target"]).append_column("target", t.column(target).cast(pa.float32())))
+        yield _batch(cols), slice(start, start + t.num_rows)
+
+
+def book_material(planes: np.ndarray) -> np.ndarray:
+    """Material difference in pawns (P 1 N 3 B 3 R 5 Q 9, White's view) of (N, 96) planes."""
+    bits = np.unpackbits(planes.reshape(-1, 12, 8), axis=2).sum(axis=2)  # (N, 12) piece counts
+    w = np.array(MATERIAL_VALUES, dtype=np.float64)
+    return bits[:, :6] @ w - bits[:, 6:] @ w
+
+
+def _planes(table: pa.Table) -> np.ndarray:
+    col = table.column("planes").combine_chunks().cast(pa.binary(96))
+    return np.frombuffer(col.buffers()[1], dtype=np.uint8)[col.offset * 96 : (col.offset + len(col)) * 96].reshape(
+        -1, 96
+    )
+
+
+def fit_baseline(material: np.ndarray, y: np.ndarray, output: str) -> tuple[float, float]:
+    """(scale, offset) minimising the MSE of f(scale x material + offset) against y (f the
+    identity or the sigmoid): least squares, or a few hundred LBFGS steps for the sigmoid."""
+    if output == "linear":
+        a = np.stack([material, np.ones_like(material)], 1)
+        scale, offset = np.linalg.lstsq(a, y, rcond=None)[0]
+        return float(scale), float(offset)
+    x, t = torch.tensor(material, dtype=torch.float64), torch.tensor(y, dtype=torch.float64)
+    p = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([p], max_iter=200, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = ((torch.sigmoid(p[0] * x + p[1]) - t) ** 2).mean()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    return float(p[0]), float(p[1])
+
+
+def _baseline(material: np.ndarray, fit: tuple[float, float], output: str) -> np.ndarray:
+    z = fit[0] * material + fit[1]
+    return 1 / (1 + np.exp(-z)) if output == "sigmoid" else z
+
+
+def evaluate_checkpoint(
+    checkpoint: Path | str, max_rows: int = 0, device: str | torch.device = "cpu"
+) -> tuple[PieceValueReport, dict]:
+    """evaluate_piece_values on the test and train files the checkpoint was trained on (its
+    lineage), with the target column it learned; also returns the checkpoint."""
+    from pipeline import storage
+
+    model, ck = load_model(Path(checkpoint), str(device))
+    if not isinstance(model, PieceValueNet):
+        raise ValueError(f"{checkpoint}: a {ck['config']['model']} model, not a piece-value network")
+    splits = {s: store_location(ck["dataset"]["splits"][s]["path"]) for s in ("train", "test")}
+    for s, path in splits.items():
+        if not storage.exists(path):
+            raise FileNotFoundError(f"{path}: the {s} split this model was trained on is gone; rebuild and retrain it")
+    splits = {s: storage.local_file(path) for s, path in splits.items()}  # an S3 store's: cached copies
+    target = ck["config"].get("target", "target")
+    return evaluate_piece_values(model, splits["test"], splits["train"], target, max_rows, device), ck
+
+
+@torch.no_grad()
+def evaluate_piece_values(
+    model: PieceValueNet,
+    test: Path,
+    train: Path,
+    target: str = "target",
+    max_rows: int = 0,
+    device: str | torch.device = "cpu",
+    batch_size: int = 2048,
+) -> PieceValueReport:
+    """The model on a split file (its first max_rows; 0: all): MSE / MAE / RMSE against `target`,
+    the book-material baseline fitted on `train` (its first 200,000 rows at most), and the mean
+    value of each piece type over all, and per game phase (sql/views/macros.sql game_phase)."""
+    model.eval().to(device)
+    output = model.output
+    tab = _table(Path(test), max_rows)
+    tab = tab.filter(pa.compute.is_valid(tab.column(target)))
+    rep = PieceValueReport(rows=tab.num_rows, output=output)
+    if not tab.num_rows:
+        return rep
+    phase = np.array(tab.column("phase").to_pylist())
+    preds = np.empty(tab.num_rows)
+    sums = {p: np.zeros(6) for p in PHASES}
+    counts = {p: np.zeros(6, dtype=np.int64) for p in PHASES}
+    for batch, where in _batches(tab, target, batch_size):
+        rows = piece_rows(batch.to(device))
+        v = model.values(rows)
+        s = model.total(rows, v)
+        preds[where] = (torch.sigmoid(s) if output == "sigmoid" else s).cpu().numpy()
+        ph = phase[where][rows.position.cpu().numpy()]
+        pt, vv = rows.piece_type.cpu().numpy(), v.cpu().numpy().astype(np.float64)
+        for p in PHASES:
+            m = ph == p
+            sums[p] += np.bincount(pt[m], weights=vv[m], minlength=6)
+            counts[p] += np.bincount(pt[m], minlength=6)
+    y = tab.column(target).to_numpy().astype(np.float64)
+    err = preds - y
+    rep.mse, rep.mae = float(np.mean(err**2)), float(np.mean(np.abs(err)))
+    rep.rmse = math.sqrt(rep.mse)
+    tr = pq.read_table(train, columns=["planes", target]).slice(0, 200_000)
+    tr = tr.filter(pa.compute.is_valid(tr.column(target)))
+    rep.baseline_fit = fit_baseline(book_material(_planes(tr)), tr.column(target).to_numpy().astype(np.float64), output)
+    berr = _baseline(book_material(_planes(tab)), rep.baseline_fit, output) - y
+    rep.baseline_mse, rep.baseline_mae = float(np.mean(berr**2)), float(np.mean(np.abs(berr)))
+    rep.baseline_rmse = math.sqrt(rep.baseline_mse)
+    total_s, total_n = sum(sums.values()), sum(counts.values())
+    with np.errstate(invalid="ignore", divide="ignore"):
+        avg = total_s / total_n
+        rep.average = {t: float(avg[i]) for i, t in enumerate(PIECE_TYPES) if total_n[i]}
+        rep.relative = {t: float(avg[i] / avg[0]) for i, t in enumerate(PIECE_TYPES) if total_n[i] and total_n[0]}
+        for p in PHASES:
+            a = sums[p] / counts[p]
+            row = {t: float(a[i] / a[0]) for i, t in enumerate(PIECE_TYPES) if counts[p][i] and counts[p][0]}
+            if counts[p][0]:
+                row["pawn_raw"] = float(a[0])
+            rep.by_phase[p] = row
+    rep.counts = {p: {t: int(counts[p][i]) for i, t in enumerate(PIECE_TYPES)} for p in PHASES}
+    rep.counts["positions"] = {p: int((phase == p).sum()) for p in PHASES}
+    return rep
