@@ -80,6 +80,8 @@ MULTIPART_THRESHOLD = 64 << 20
 LEASES = ".leases"
 SPOOL_STALE_S = 60.0
 TMP_SUFFIX = ".tmp"
+PRECONDITION_CODES = ("PreconditionFailed", "412")
+"""The S3 error codes of a conditional write or read whose If-Match/If-None-Match did not hold."""
 """Suffix of every temporary file, local spool files and store files alike (remove_stale_tmp)."""
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
@@ -370,7 +372,7 @@ def call(op: str, where: ObjectPath, settings: S3Settings | None = None, *, miss
     except bx.ClientError as e:
         if missing_ok and _not_found(e):
             return None
-        if e.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+        if e.response.get("Error", {}).get("Code") in (*PRECONDITION_CODES, "ConditionalRequestConflict"):
             raise PreconditionFailed(f"{where}: {e.response['Error'].get('Message', 'precondition failed')}") from None
         raise_unavailable(e, where, settings)
         raise
@@ -583,7 +585,7 @@ def _download_errors(path: ObjectPath, settings: S3Settings) -> Iterator[None]:
     try:
         yield
     except bx.ClientError as e:
-        if str(e.response.get("Error", {}).get("Code")) in ("PreconditionFailed", "412"):
+        if str(e.response.get("Error", {}).get("Code")) in PRECONDITION_CODES:
             raise PreconditionFailed(f"{path}: changed while it was read") from None
         if _not_found(e):
             raise FileNotFoundError(f"{path}: no such object in the store") from None
@@ -777,8 +779,6 @@ class S3Lease(Lease):
                 self.etag = put(self.path, self._body(), if_match=current.etag)  # take over the expired one
             except (PreconditionFailed, FileNotFoundError):
                 return False
-            except StoreUnavailable:
-                raise
         self.held = True
         self._thread = threading.Thread(target=self._heartbeat, name=f"lease {self.name}", daemon=True)
         self._thread.start()
