@@ -127,6 +127,13 @@ class _ZstdFramesReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def close(self) -> None:
+        # BufferedReader.close() closes this reader; the compressed file under it goes too.
+        try:
+            self._raw.close()
+        finally:
+            super().close()
+
     def readinto(self, buffer) -> int:  # type: ignore[override]
         while not self._pending and not self._eof:
             data = self._raw.read(CHUNK)

@@ -1,6 +1,7 @@
 """Hostile archives written by the tests: NUL bytes, byte-order marks, unclosed comments,
 truncated compression (issue 13, items 13-16)."""
 
+import builtins
 import bz2
 import gzip
 import io
@@ -200,3 +201,29 @@ def test_a_truncated_stream_says_so_in_one_clear_line_without_a_raw_cause(tmp_pa
     message = str(e.value)
     assert f"{fmt} stream is truncated" in message and "download or copy it again" in message, message
     assert e.value.__cause__ is None and (e.value.__context__ is None or e.value.__suppress_context__)
+
+
+@pytest.mark.parametrize("kind", ["zstd", "gzip", "bz2", "none"])
+def test_a_reader_stopped_after_one_game_closes_the_archive_file(tmp_path, kind, monkeypatch):
+    # A consumer that stops early (ingest's --max-games, the explorer's sample) closes the game
+    # iterator; the archive's file must be closed with it, not left to the garbage collector.
+    text = b'[Event "a"]\n\n1. e4 e5 1-0\n\n[Event "b"]\n\n1. d4 d5 0-1\n'
+    pack = {"zstd": zstandard.ZstdCompressor().compress, "gzip": gzip.compress, "bz2": bz2.compress}
+    path = tmp_path / f"two.pgn.{kind}"
+    path.write_bytes(pack.get(kind, lambda b: b)(text))
+    opened = []
+    real_open = open
+
+    def spying_open(*args, **kwargs):
+        f = real_open(*args, **kwargs)
+        if str(args[0]) == str(path):
+            opened.append(f)
+        return f
+
+    monkeypatch.setattr(builtins, "open", spying_open)
+    games = iter_raw_games(path)
+    next(games)
+    games.close()
+    monkeypatch.undo()
+    assert opened, "the archive was not opened through open()"
+    assert all(f.closed for f in opened)

@@ -268,8 +268,14 @@ def test_concurrent_copies_of_different_files_under_one_name_keep_every_file(tmp
         sources.append(path)
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Manager().Barrier(len(sources))
-    with ctx.Pool(len(sources)) as pool:
+    # close + join, not the context manager's terminate(): terminate() kills idle workers with
+    # SIGTERM, and where the test runner's parent ignores SIGTERM (inherited), it waits forever.
+    pool = ctx.Pool(len(sources))
+    try:
         keys = pool.starmap(_add_copy, [(str(store.root), str(p), start) for p in sources])
+    finally:
+        pool.close()
+        pool.join()
     assert len(set(keys)) == len(sources)
     kept = {store.archive_path(k).read_bytes() for k in keys}
     assert kept == {p.read_bytes() for p in sources}
