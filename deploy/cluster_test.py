@@ -197,6 +197,25 @@ def celery_yaml() -> Path:
     return celery_yaml_path()
 
 
+def _spawn(cmd: list[str], env: Mapping[str, str], logdir: Path, log: Path) -> subprocess.Popen:
+    """cmd in logdir, its output (stdout and stderr) into log, in a process group of its own
+    (so signal_group reaches its children: Celery's pool processes, engines, a run's step
+    processes), and sent SIGTERM, the graceful stop of both Celery and Dagster, when this
+    process dies."""
+    logdir.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            cmd,
+            env=dict(env),
+            cwd=logdir,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=die_with_parent(signal.SIGTERM),
+        )
+
+
 def start_worker(worker: Worker, env: Mapping[str, str], logdir: Path) -> subprocess.Popen:
     """`dagster-celery worker start` for one worker, in a process group of its own (the
     wrapper, the Celery main process, its pool processes and their engines), so stop_worker
@@ -206,21 +225,10 @@ def start_worker(worker: Worker, env: Mapping[str, str], logdir: Path) -> subpro
     # and Celery 5 keeps only the last -Q (a worker given two would listen on one).
     cmd += ["-n", worker.name, "-l", "INFO", "-q", ",".join(worker.queues)]
     cmd += ["--", f"--concurrency={worker.concurrency}", "--without-gossip", "--without-mingle"]
-    logdir.mkdir(parents=True, exist_ok=True)
-    with open(logdir / f"{worker.name}.log", "wb") as out:
-        return subprocess.Popen(
-            cmd,
-            env=dict(env),
-            cwd=logdir,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            # Should this script die without stopping it: the wrapper gets SIGTERM and Celery's
-            # warm shutdown; the broker dies with this script too (servers.py), after which a
-            # Celery main process gives up reconnecting (broker_connection_max_retries) and exits.
-            preexec_fn=die_with_parent(signal.SIGTERM),
-        )
+    # Should this script die without stopping it: the wrapper gets SIGTERM and Celery's warm
+    # shutdown; the broker dies with this script too (servers.py), after which a Celery main
+    # process gives up reconnecting (broker_connection_max_retries) and exits.
+    return _spawn(cmd, env, logdir, logdir / f"{worker.name}.log")
 
 
 def signal_group(proc: subprocess.Popen, sig: int) -> None:
@@ -350,21 +358,9 @@ def start_run(launch: Launch, env: Mapping[str, str], logdir: Path, n: int) -> t
         cmd += ["--partition-range", launch.partition_range]
     if launch.config:
         cmd += ["--config-json", json.dumps(launch.config)]
-    logdir.mkdir(parents=True, exist_ok=True)
     log = logdir / f"run-{n:02d}-{launch.select.replace(',', '+')}.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            cmd,
-            env=dict(env),
-            cwd=logdir,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            # A run outlives no script: SIGTERM (Dagster's own interrupt) when this process dies.
-            preexec_fn=die_with_parent(signal.SIGTERM),
-        )
-    return proc, log
+    # A run outlives no script: SIGTERM (Dagster's own interrupt) when this process dies.
+    return _spawn(cmd, env, logdir, log), log
 
 
 def run_together(launches: list[Launch], env: Mapping[str, str], logdir: Path, timeout: float = 900.0) -> list[str]:
@@ -444,10 +440,12 @@ def ingest(plan: Plan, env: Mapping[str, str], logdir: Path) -> dict:
     return resources
 
 
-def run_plan(plan: Plan, env: Mapping[str, str], logdir: Path) -> float:
+def run_plan(plan: Plan, env: Mapping[str, str], logdir: Path, resources: dict | None = None) -> float:
     """Ingest, views, labels, dataset, as runs through `dagster asset materialize`; returns
-    the seconds the labels runs took."""
-    resources = ingest(plan, env, logdir)
+    the seconds the labels runs took. resources: what ingest() returned when the plan's
+    archives are ingested already (then only the labels and the dataset run)."""
+    if resources is None:
+        resources = ingest(plan, env, logdir)
     t0 = time.monotonic()
     run_together(label_launches(plan, resources, env["CHESS_PIPELINE_PROFILE"]), env, logdir)
     label_s = time.monotonic() - t0
@@ -727,25 +725,36 @@ class Result:
 
 def run_comparison(tmp: Path, plan: Plan = Plan(), store: str = "auto", out=print) -> Result:
     """The plan through both profiles, compared; never raises for a difference (see problems)."""
+    check_archives(plan)
+    with cluster(tmp / "cluster", store=store) as c:
+        return compare_on(c, plan, tmp / "embedded", out)
+
+
+def check_archives(plan: Plan) -> None:
     for p in plan.archives:
         if not p.is_file():
             raise ClusterTestFailed(f"archive {p} not found (the shared data lives in ../shared/data)")
+
+
+def compare_on(c: Cluster, plan: Plan, embedded_tmp: Path, out=print, resources: dict | None = None) -> Result:
+    """The plan on a running cluster, then through the embedded profile (its instance and store
+    under embedded_tmp), compared. resources: the cluster's store has the plan's archives
+    ingested already (what ingest() returned); the embedded side ingests them itself."""
     seconds = {}
-    with cluster(tmp / "cluster", store=store) as c:
-        out(
-            f"cluster: postgres 127.0.0.1:{c.pg.port}, redis {c.broker.url}, "
-            f"store {c.env['CHESS_PIPELINE_HOME']}" + (f" on {c.s3_endpoint}" if c.s3_endpoint else " (local folder)")
-        )
-        out(f"workers: {', '.join(f'{n} (pid {p.pid})' for n, p in c.workers.items())}")
-        t0 = time.monotonic()
-        seconds["cluster labels"] = run_plan(plan, c.env, c.logdir)
-        seconds["cluster total"] = time.monotonic() - t0
-        steps = steps_by_worker(c.env)
-        counts = worker_task_counts(c.broker.url)
-        cluster_summary = summarize(plan, c.env)
-    env = embedded_env(tmp / "embedded")
+    out(
+        f"cluster: postgres 127.0.0.1:{c.pg.port}, redis {c.broker.url}, "
+        f"store {c.env['CHESS_PIPELINE_HOME']}" + (f" on {c.s3_endpoint}" if c.s3_endpoint else " (local folder)")
+    )
+    out(f"workers: {', '.join(f'{n} (pid {p.pid})' for n, p in c.workers.items())}")
     t0 = time.monotonic()
-    seconds["embedded labels"] = run_plan(plan, env, tmp / "embedded" / "logs")
+    seconds["cluster labels"] = run_plan(plan, c.env, c.logdir, resources)
+    seconds["cluster total"] = time.monotonic() - t0
+    steps = steps_by_worker(c.env)
+    counts = worker_task_counts(c.broker.url)
+    cluster_summary = summarize(plan, c.env)
+    env = embedded_env(embedded_tmp)
+    t0 = time.monotonic()
+    seconds["embedded labels"] = run_plan(plan, env, embedded_tmp / "logs")
     seconds["embedded total"] = time.monotonic() - t0
     embedded_summary = summarize(plan, env)
     differences = compare(embedded_summary, cluster_summary)

@@ -57,12 +57,12 @@ def test_demo_makes_a_selfplay_archive_and_runs_the_graph(home, capsys, stockfis
             out, "sabatelli_3class"
         )
     assert "coverage 100.00%" in out
-    # ... and trained the 3-class MLP, its metrics in the store.
-    assert "mlp_bitmap_3class: test accuracy" in out
+    # ... and trained the demo's network (assets.cli.demo.DEMO_MODEL), its metrics in the store.
+    assert "mlp_counts_3class: test accuracy" in out
     with duckdb.connect(str(home / "chess.duckdb"), read_only=True) as con:
         assert (
             con.sql(
-                "SELECT count(*) FROM model_metrics WHERE model = 'mlp_bitmap_3class' "
+                "SELECT count(*) FROM model_metrics WHERE model = 'mlp_counts_3class' "
                 "AND metric = 'accuracy' AND split = 'test'"
             ).fetchall()[0][0]
             == 1
@@ -71,18 +71,18 @@ def test_demo_makes_a_selfplay_archive_and_runs_the_graph(home, capsys, stockfis
     with duckdb.connect(str(home / "chess.duckdb"), read_only=True) as con:
         scores = dict(
             con.sql(
-                "SELECT suite, n FROM evaluation_results WHERE model = 'mlp_bitmap_3class' AND metric = 'score'"
+                "SELECT suite, n FROM evaluation_results WHERE model = 'mlp_counts_3class' AND metric = 'score'"
             ).fetchall()
         )
         assert scores["random"] == 8 and scores["stockfish skill 0 depth 6"] == 8
         assert (
             con.sql(
-                "SELECT count(*) FROM match_games WHERE white LIKE 'mlp_bitmap_3class%' "
-                "OR black LIKE 'mlp_bitmap_3class%'"
+                "SELECT count(*) FROM match_games WHERE white LIKE 'mlp_counts_3class%' "
+                "OR black LIKE 'mlp_counts_3class%'"
             ).fetchall()[0][0]
             >= 24
         )
-    assert (home / "reports" / "evaluation" / "mlp_bitmap_3class.md").exists()
+    assert (home / "reports" / "evaluation" / "mlp_counts_3class.md").exists()
     # The runs are in the persistent instance, so the UI shows them.
     import dagster as dg
 
@@ -325,49 +325,108 @@ def test_cli_runs_carry_the_command_and_assets_as_tags(home, capsys, tmp_path):
 CLI = Path(sys.executable).parent / "chess-pipeline"
 
 
-def _cli(tmp_path, *argv, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The installed console script, as a user runs it."""
+def _cli(tmp_path, *argv, env: dict | None = None) -> subprocess.Popen:
+    """The installed console script, as a user runs it (started, not waited for: communicate())."""
     base = {k: v for k, v in os.environ.items() if k not in ("CHESS_PIPELINE_HOME", "CHESS_PIPELINE_DEBUG")}
     base["DAGSTER_HOME"] = str(tmp_path / "dagster")
-    return subprocess.run(
-        [str(CLI), *argv], env={**base, **(env or {})}, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    return subprocess.Popen(
+        [str(CLI), *argv],
+        env={**base, **(env or {})},
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
-@pytest.mark.slow  # 14 CLI processes (6 to 39 s on the shared 2-core machine); its `label` case starts the engine
-def test_errors_end_in_one_line_and_debug_shows_the_traceback(tmp_path):
+def _in_process(capsys, *argv) -> tuple[int, str, str]:
+    """main(argv) in this process, ending as the console script ends: (exit status, stdout,
+    stderr). A SystemExit with a message is printed by the interpreter (status 1); a warning
+    shows as Python's default filters show it on a terminal; an exception main lets through
+    (--debug) as the interpreter's traceback (status 1)."""
+    import traceback
+    import warnings
+
+    capsys.readouterr()
+    tb = ""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)
+        try:
+            main(list(argv))
+        except SystemExit as e:
+            code = e.code
+        except Exception as e:
+            code, tb = 1, "".join(traceback.format_exception(e))
+        else:
+            code = 0
+    out, err = capsys.readouterr()
+    err += "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno) for w in caught)
+    if isinstance(code, str):
+        code, err = 1, err + code + "\n"
+    return code or 0, out, err + tb
+
+
+def _stderr_in_process(capsys, *argv) -> str:
+    """The stderr of a command that must fail (_in_process)."""
+    code, _, err = _in_process(capsys, *argv)
+    assert code != 0, (argv, err)
+    return err
+
+
+@pytest.mark.slow  # 2 CLI processes (run at once); the `label` case starts the engine
+def test_errors_end_in_one_line_and_debug_shows_the_traceback(tmp_path, capsys, monkeypatch):
     home = tmp_path / "store"
     (home / "archives").mkdir(parents=True)  # an existing store (a new one is named on stderr first)
     (tmp_path / "notes.txt").write_text("not chess\n")
     (tmp_path / "afile").write_text("x")
-    cases = [
-        (["ingest", str(tmp_path / "notes.txt")], "not an archive name"),
-        (["ingest", str(tmp_path / "missing.pgn")], "missing.pgn"),
-        (["sql", "SELECT * FROM no_such_table"], "no_such_table"),
-        (["sql", "SELECT FROM WHERE"], "syntax error"),
-        (["sql", "COPY games TO 'x.csv'"], "refused"),
-        (["report", "no_such_report"], "no report"),
-        (["evaluate", "nosuch"], "no model nosuch"),
-        (["label", "--depth", "x"], "invalid int value: 'x' (see `chess-pipeline label --help`)"),
-        (["nosuch"], "invalid choice: 'nosuch'"),
-    ]
-    for argv, expect in cases:
-        r = _cli(tmp_path, "--home", str(home), *argv)
-        lines = r.stderr.strip().splitlines()
-        assert r.returncode != 0 and "Traceback" not in r.stderr, (argv, r.stderr)
-        assert len(lines) == 1 and lines[0].startswith("chess-pipeline") and expect in lines[0].lower(), (
-            argv,
-            r.stderr,
-        )
-    # A failure inside a Dagster run: Dagster's own log lines keep no stack trace, the cause ends it.
-    r = _cli(tmp_path, "--home", str(home), "label", "--depth", "-3")
-    assert r.returncode != 0 and "Traceback" not in r.stderr and "Stack Trace" not in r.stderr, r.stderr
-    assert r.stderr.strip().splitlines()[-1].startswith("chess-pipeline") and "-3" in r.stderr, r.stderr
-    r = _cli(tmp_path, "--home", str(tmp_path / "afile"), "sql", "SELECT 1")  # the store is a file
-    assert r.returncode != 0 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    for argv, env in ((["--debug"], None), ([], {"CHESS_PIPELINE_DEBUG": "1"})):
-        r = _cli(tmp_path, *argv, "--home", str(home), "sql", "SELECT * FROM no_such_table", env=env)
-        assert r.returncode != 0 and "Traceback" in r.stderr and "no_such_table" in r.stderr
+    # Two cases in real processes of the console script, at once: a failure inside a Dagster run
+    # (Dagster's own log lines keep no stack trace, the cause ends it), and the traceback asked
+    # for by the environment. Each has a store and an instance of its own: they run beside the rest.
+    procs = []
+    for name, argv, env in (
+        ("run", ["label", "--depth", "-3"], {}),
+        ("debug", ["sql", "SELECT * FROM no_such_table"], {"CHESS_PIPELINE_DEBUG": "1"}),
+    ):
+        (tmp_path / name / "store" / "archives").mkdir(parents=True)
+        env = {**env, "DAGSTER_HOME": str(tmp_path / name / "dagster")}
+        procs.append(_cli(tmp_path, "--home", str(tmp_path / name / "store"), *argv, env=env))
+    try:
+        # Every other case in this process, through the same main (as the script's environment).
+        monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+        monkeypatch.delenv("CHESS_PIPELINE_HOME", raising=False)
+        monkeypatch.delenv("CHESS_PIPELINE_DEBUG", raising=False)
+        monkeypatch.chdir(tmp_path)
+        cases = [
+            (["ingest", str(tmp_path / "notes.txt")], "not an archive name"),
+            (["ingest", str(tmp_path / "missing.pgn")], "missing.pgn"),
+            (["sql", "SELECT * FROM no_such_table"], "no_such_table"),
+            (["sql", "SELECT FROM WHERE"], "syntax error"),
+            (["sql", "COPY games TO 'x.csv'"], "refused"),
+            (["report", "no_such_report"], "no report"),
+            (["evaluate", "nosuch"], "no model nosuch"),
+            (["label", "--depth", "x"], "invalid int value: 'x' (see `chess-pipeline label --help`)"),
+            (["nosuch"], "invalid choice: 'nosuch'"),
+        ]
+        for argv, expect in cases:
+            err = _stderr_in_process(capsys, "--home", str(home), *argv)
+            lines = err.strip().splitlines()
+            assert "Traceback" not in err, (argv, err)
+            assert len(lines) == 1 and lines[0].startswith("chess-pipeline") and expect in lines[0].lower(), (argv, err)
+        err = _stderr_in_process(capsys, "--home", str(tmp_path / "afile"), "sql", "SELECT 1")  # the store is a file
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        err = _stderr_in_process(capsys, "--debug", "--home", str(home), "sql", "SELECT * FROM no_such_table")
+        assert "Traceback" in err and "no_such_table" in err, err
+        in_run, debug = (p.communicate(timeout=300)[1] for p in procs)
+    finally:
+        for p in procs:  # on a failure above: no CLI process outlives the test
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    assert procs[0].returncode != 0 and "Traceback" not in in_run and "Stack Trace" not in in_run, in_run
+    assert in_run.strip().splitlines()[-1].startswith("chess-pipeline") and "-3" in in_run, in_run
+    assert procs[1].returncode != 0 and "Traceback" in debug and "no_such_table" in debug, debug
 
 
 # ---- `chess-pipeline ui` without the venv on PATH (issue 12, item 1) ----------------------------
@@ -588,7 +647,14 @@ def run_cli(home, *args):
     return r.returncode, r.stdout, r.stderr
 
 
-def test_datasets_and_train_name_missing_labels_in_one_line_and_label_flags_choose_them(home, tmp_path, stockfish):
+def _home_in_process(capsys, home, *args) -> tuple[int, str, str]:
+    """run_cli's (exit status, stdout, stderr), the command run in this process (_in_process)."""
+    return _in_process(capsys, "--home", str(home), *args)
+
+
+def test_datasets_and_train_name_missing_labels_in_one_line_and_label_flags_choose_them(
+    home, tmp_path, capsys, stockfish
+):
     from tests.fixtures_pgn import RATED_GAMES
 
     pgn = tmp_path / "rated.pgn"
@@ -600,17 +666,26 @@ def test_datasets_and_train_name_missing_labels_in_one_line_and_label_flags_choo
         "run `chess-pipeline label --depth 8`, or build from those with "
         "`chess-pipeline datasets sabatelli_3class --label-depth 6`"
     )
-    rc, out, err = run_cli(home, "datasets", "sabatelli_3class")
+    rc, out, err = _home_in_process(capsys, home, "datasets", "sabatelli_3class")
     assert rc == 1 and out == "" and err == f"chess-pipeline datasets: sabatelli_3class has no rows: {fix}\n"
-    rc, out, err = run_cli(home, "train")
+    rc, out, err = _home_in_process(capsys, home, "train")
     assert (
         rc == 1
         and out == ""
         and err == (f"chess-pipeline train: mlp_bitmap_3class cannot train: sabatelli_3class has no rows: {fix}\n")
     )
     # --label-depth 6 builds it from the depth-6 labels: every row, each target from its label.
-    rc, out, err = run_cli(
-        home, "datasets", "sabatelli_3class", "--label-depth", "6", "--val-fraction", "0", "--test-fraction", "0"
+    rc, out, err = _home_in_process(
+        capsys,
+        home,
+        "datasets",
+        "sabatelli_3class",
+        "--label-depth",
+        "6",
+        "--val-fraction",
+        "0",
+        "--test-fraction",
+        "0",
     )
     assert rc == 0 and "sabatelli_3class: train 47, val 0, test 0" in out
     assert "label coverage 100.00% of 47 candidate positions" in out
@@ -625,22 +700,22 @@ def test_datasets_and_train_name_missing_labels_in_one_line_and_label_flags_choo
         s = -score if stm == "b" else score
         assert target == (0 if s < -150 else 2 if s > 150 else 1)
     # Bad flags: one line each.
-    rc, _, err = run_cli(home, "datasets", "deepchess", "--label-depth", "6")
+    rc, _, err = _home_in_process(capsys, home, "datasets", "deepchess", "--label-depth", "6")
     assert rc == 1 and err.count("\n") == 1
     assert err.startswith("chess-pipeline datasets: deepchess takes no label setting")
-    rc, _, err = run_cli(home, "datasets", "sabatelli_3class", "--label-depth", "0")
+    rc, _, err = _home_in_process(capsys, home, "datasets", "sabatelli_3class", "--label-depth", "0")
     assert rc == 1 and err == "chess-pipeline datasets: --label-depth: depth limit must be at least 1, got 0\n"
 
 
-@pytest.mark.slow  # an ingest and a CLI process of its own: 10 s on a loaded 2-core machine
-def test_a_set_no_game_qualifies_for_is_not_100_percent_covered(home, tmp_path):
+@pytest.mark.slow  # an ingest through Dagster, then the command
+def test_a_set_no_game_qualifies_for_is_not_100_percent_covered(home, tmp_path, capsys):
     pgn = tmp_path / "club.pgn"
     pgn.write_text(
         '[Event "c"]\n[WhiteElo "1500"]\n[BlackElo "1600"]\n[Result "1-0"]\n\n1. e4 e5 2. Qh5 Nc6 '
         "3. Bc4 Nf6 4. Qxf7# 1-0\n"
     )
     main(["--home", str(home), "ingest", str(pgn)])
-    rc, out, err = run_cli(home, "datasets", "sabatelli_3class")
+    rc, out, err = _home_in_process(capsys, home, "datasets", "sabatelli_3class")
     assert rc == 1 and out == "" and "100.00%" not in err
     assert err == (
         "chess-pipeline datasets: sabatelli_3class has no rows: none of the store's 1 games gives "

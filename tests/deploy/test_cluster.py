@@ -4,6 +4,10 @@ Postgres, Redis, moto's S3 server and Celery workers started by `dagster-celery 
 run the same plan as the embedded profile; the results must match. Then the faults: a worker
 process SIGKILLed in the middle of a labels step, and the broker going away mid-run.
 
+The tests share one cluster (the servers and the three workers of `make cluster-test`) and one
+ingest of its two archives: each test labels shards of its own (the comparison 00 and 01, the
+worker kill 02, the broker loss 03), so none sees another's labels.
+
 Marked `cluster` (and slow: real engine, shared data). Skipped with the reason when the Debian
 servers are missing; a failure instead under CHESS_PIPELINE_REQUIRE_SHARED=1 (CI installs them).
 """
@@ -45,9 +49,31 @@ def _no_process_left(pids):
     return alive
 
 
-def test_cluster_profile_gives_the_embedded_results(tmp_path, servers, shared_data, stockfish):
+PLAN = ct.Plan(shards=(0, 1))
+"""The comparison's bound: two labels partitions (about 800 positions), so that both stockfish
+workers take one; the archives and the depth are `make cluster-test`'s."""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, servers, shared_data, stockfish):
+    """Postgres, Redis, moto S3 and `make cluster-test`'s three workers, for the whole module;
+    every worker stopped by its PID afterwards (checked)."""
+    with ct.cluster(tmp_path_factory.mktemp("cluster")) as c:
+        pids = [p.pid for p in c.workers.values()]
+        yield c
+    assert not _no_process_left(pids), "a worker outlived the cluster"
+
+
+@pytest.fixture(scope="module")
+def ingested(cluster):
+    """The plan's two archives ingested once into the cluster's store (one run per archive
+    partition on the dagster worker, then the views); the run config's resources."""
+    return ct.ingest(PLAN, cluster.env, cluster.logdir)
+
+
+def test_cluster_profile_gives_the_embedded_results(tmp_path, cluster, ingested):
     lines = []
-    result = ct.run_comparison(tmp_path, ct.Plan(), out=lines.append)
+    result = ct.compare_on(cluster, PLAN, tmp_path / "embedded", out=lines.append, resources=ingested)
     ct.report(result, out=lines.append)
     text = "\n".join(lines)
     assert not result.differences, text
@@ -58,6 +84,7 @@ def test_cluster_profile_gives_the_embedded_results(tmp_path, servers, shared_da
     # more than one of them, and the inspect stats count what the event logs show.
     workers = {w for w, _, _ in result.steps}
     assert len(workers) >= 2, text
+    assert not result.routing, text  # labels steps on the stockfish workers, the rest on dagster-1
     assert sum(result.task_counts.values()) == len(result.steps), text
 
 
@@ -67,7 +94,7 @@ def _labels_launch(resources, key):
     return launch
 
 
-def _shard_facts(plan, env, shard):
+def _shard_facts(env, shard):
     """(distinct positions of the shard, labels of the shard, labels beyond one per position)."""
     from pipeline import duck
     from pipeline.store import Store
@@ -87,46 +114,39 @@ def _shard_facts(plan, env, shard):
     return distinct, row["n"], row["dup"]
 
 
-def test_worker_killed_mid_labels_step_then_rerun_loses_and_repeats_nothing(tmp_path, servers, shared_data, stockfish):
-    plan = ct.Plan(archives=ct.Plan().archives)
-    workers = (ct.Worker("stockfish-1", ("stockfish", "dagster")), ct.Worker("stockfish-2", ("stockfish", "dagster")))
-    with ct.cluster(tmp_path, workers=workers) as c:
-        resources = ct.ingest(plan, c.env, c.logdir)
-        run, log = ct.start_run(_labels_launch(resources, "00"), c.env, c.logdir, 90)
-        name, pid = ct.wait_for_step_process(c.workers)
-        time.sleep(2.0)  # engines busy on the shard's positions
-        os.kill(pid, signal.SIGKILL)  # the worker process running the step, engines and all
-        assert run.wait(300) != 0, log.read_text()[-3000:]
-        distinct, labelled, _ = _shard_facts(plan, c.env, 0)
-        assert labelled < distinct, "the kill came after the step had finished: nothing was tested"
-        # Re-run the partition: it must complete the shard, and label no position twice.
-        ct.run_together([_labels_launch(resources, "00")], c.env, c.logdir)
-        distinct, labelled, dup = _shard_facts(plan, c.env, 0)
-        assert (labelled, dup) == (distinct, 0)
-        pids = [p.pid for p in c.workers.values()]
-    assert not _no_process_left(pids)
+def test_worker_killed_mid_labels_step_then_rerun_loses_and_repeats_nothing(cluster, ingested):
+    c, shard = cluster, "02"
+    run, log = ct.start_run(_labels_launch(ingested, shard), c.env, c.logdir, 90)
+    name, pid = ct.wait_for_step_process(c.workers)
+    assert ct.queue_of(name) == (ct.STOCKFISH_QUEUE,), name
+    time.sleep(2.0)  # engines busy on the shard's positions
+    os.kill(pid, signal.SIGKILL)  # the worker process running the step, engines and all
+    assert run.wait(300) != 0, log.read_text()[-3000:]
+    distinct, labelled, _ = _shard_facts(c.env, int(shard))
+    assert labelled < distinct, "the kill came after the step had finished: nothing was tested"
+    # Re-run the partition: it must complete the shard, and label no position twice.
+    ct.run_together([_labels_launch(ingested, shard)], c.env, c.logdir)
+    distinct, labelled, dup = _shard_facts(c.env, int(shard))
+    assert (labelled, dup) == (distinct, 0)
 
 
-def test_broker_gone_mid_run_fails_the_run_clearly_and_a_rerun_completes(tmp_path, servers, shared_data, stockfish):
-    plan = ct.Plan()
-    workers = (ct.Worker("stockfish-1", ("stockfish", "dagster")),)
-    with ct.cluster(tmp_path, workers=workers) as c:
-        resources = ct.ingest(plan, c.env, c.logdir)
-        run, log = ct.start_run(_labels_launch(resources, "01"), c.env, c.logdir, 91)
-        ct.wait_for_step_process(c.workers)
-        port = c.broker.port
-        stop_pid(c.broker_proc, signal.SIGKILL)  # the broker goes away mid-run
-        assert run.wait(300) != 0
-        text = log.read_text()
-        assert f"127.0.0.1:{port}" in text and "Connection refused" in text, text[-3000:]
-        # The broker comes back on its port (empty: no persistence); the worker reconnects.
-        c.broker, c.broker_proc = start_redis(tmp_path / "redis-again", port)
-        deadline = time.monotonic() + 120
-        while ct.step_process(c.workers["stockfish-1"]) is not None and time.monotonic() < deadline:
-            time.sleep(1)  # the orphaned step finishes its shard (its result has nowhere to go)
-        ct.run_together([_labels_launch(resources, "01")], c.env, c.logdir)
-        distinct, labelled, dup = _shard_facts(plan, c.env, 1)
-        assert (labelled, dup) == (distinct, 0)
+def test_broker_gone_mid_run_fails_the_run_clearly_and_a_rerun_completes(cluster, ingested):
+    c, shard = cluster, "03"
+    run, log = ct.start_run(_labels_launch(ingested, shard), c.env, c.logdir, 91)
+    name, _ = ct.wait_for_step_process(c.workers)
+    port = c.broker.port
+    stop_pid(c.broker_proc, signal.SIGKILL)  # the broker goes away mid-run
+    assert run.wait(300) != 0
+    text = log.read_text()
+    assert f"127.0.0.1:{port}" in text and "Connection refused" in text, text[-3000:]
+    # The broker comes back on its port (empty: no persistence); the workers reconnect.
+    c.broker, c.broker_proc = start_redis(c.tmp / "redis-again", port)
+    deadline = time.monotonic() + 120
+    while ct.step_process(c.workers[name]) is not None and time.monotonic() < deadline:
+        time.sleep(1)  # the orphaned step finishes its shard (its result has nowhere to go)
+    ct.run_together([_labels_launch(ingested, shard)], c.env, c.logdir)
+    distinct, labelled, dup = _shard_facts(c.env, int(shard))
+    assert (labelled, dup) == (distinct, 0)
 
 
 def test_servers_stop_by_pid_and_name_what_to_install(tmp_path, monkeypatch, servers):
