@@ -18,8 +18,10 @@ from pathlib import Path
 import chess
 
 from explorer.position import InputError, NotFound
+from pipeline import storage
 from pipeline.engine import EngineNotFound, Evaluation, Job, Limit, find_stockfish
 from pipeline.search import MaterialEvaluator
+from pipeline.storage import ObjectPath, StorePath
 
 PIECE_VALUE_DATASET = "piece_values"
 """A checkpoint that names no preset is taken for a piece-value network when trained on this dataset."""
@@ -32,10 +34,10 @@ MIN_DEPTH, MAX_DEPTH = 1, 30
 @dataclass(frozen=True)
 class TrainedModel:
     """A trained checkpoint the page can use: its model asset's name, the checkpoint its latest
-    materialisation recorded, and the dataset it was trained on."""
+    materialisation recorded (a file, or an object of an S3 store), and the dataset it was trained on."""
 
     name: str
-    checkpoint: Path
+    checkpoint: StorePath
     dataset: str
     preset: str = ""
     """The model preset (training/models.py PRESETS) it was trained as; its kind says what it is."""
@@ -66,16 +68,42 @@ class TrainedModel:
         return spec is not None and getattr(spec, "output", "linear") == "sigmoid"
 
 
+def stored_checkpoint(recorded: str) -> StorePath | None:
+    """The checkpoint a model asset's materialisation recorded (a file, or an s3:// object of the
+    store, as training.checkpoints.store_location reads it), or None when it is gone."""
+    from training.checkpoints import store_location
+
+    where = store_location(recorded)
+    if isinstance(where, ObjectPath):
+        return where if storage.head(where) is not None else None
+    return where if where.is_file() else None
+
+
+def checkpoint_version(path: StorePath) -> tuple:
+    """What changes when a checkpoint is replaced: a file's mtime and size, an object's ETag (one
+    HEAD). FileNotFoundError when it is gone."""
+    if isinstance(path, ObjectPath):
+        meta = storage.head(path)
+        if meta is None:
+            raise FileNotFoundError(f"{path}: no such object in the store")
+        return (meta["ETag"],)
+    stat = Path(path).stat()
+    return (stat.st_mtime_ns, stat.st_size)
+
+
 class Networks:
     """The trained models (from `list_models`, asked again every `refresh_s`) and their
-    evaluators, loaded on first use and kept while their checkpoint file is unchanged."""
+    evaluators, loaded on first use and kept while their checkpoint (a file, or an object of an
+    S3 store) is unchanged."""
 
     def __init__(self, list_models: Callable[[], list[TrainedModel]], refresh_s: float = 10.0):
         self._list = list_models
         self._refresh_s = refresh_s
         self._models: list[TrainedModel] = []
         self._listed_at = -1e9
-        self._evaluators: dict[tuple, object] = {}
+        self._evaluators: dict[tuple[str, str], tuple[tuple, object]] = {}
+        """(name, checkpoint path) -> (the checkpoint's version, what was loaded from it): one entry
+        per checkpoint, replaced when its version changes."""
         self._lock = threading.Lock()
 
     def models(self) -> list[TrainedModel]:
@@ -94,23 +122,29 @@ class Networks:
     def evaluator(self, model: TrainedModel):
         from training.evaluator import NetworkEvaluator
 
-        stat = model.checkpoint.stat()
-        key = (model.name, str(model.checkpoint), stat.st_mtime_ns, stat.st_size)
-        with self._lock:
-            if key not in self._evaluators:
-                self._evaluators[key] = NetworkEvaluator(model.checkpoint, model.name, device="cpu", threads=1)
-            return self._evaluators[key]
+        return self._cached(
+            (model.name, str(model.checkpoint)),
+            model.checkpoint,
+            lambda: NetworkEvaluator(model.checkpoint, model.name, device="cpu", threads=1),
+        )
 
     def piece_model(self, model: TrainedModel):
-        """A piece-value network's model, loaded once per checkpoint file."""
+        """A piece-value network's model, loaded once per version of its checkpoint."""
         from training.piece_values import load_piece_value_net
 
-        stat = model.checkpoint.stat()
-        key = ("pieces", str(model.checkpoint), stat.st_mtime_ns, stat.st_size)
+        return self._cached(
+            ("pieces", str(model.checkpoint)), model.checkpoint, lambda: load_piece_value_net(model.checkpoint)
+        )
+
+    def _cached(self, key: tuple[str, str], checkpoint, load: Callable[[], object]):
+        """What `load` gives for `key`, loaded again (replacing the old entry) when the
+        checkpoint's version has changed since."""
+        version = tuple(checkpoint_version(checkpoint))
         with self._lock:
-            if key not in self._evaluators:
-                self._evaluators[key] = load_piece_value_net(model.checkpoint)
-            return self._evaluators[key]
+            held = self._evaluators.get(key)
+            if held is None or held[0] != version:
+                self._evaluators[key] = (version, load())
+            return self._evaluators[key][1]
 
     def scores(self, board: chess.Board) -> list[dict]:
         """Every value network's score of `board` (White's view, centipawn-like units as

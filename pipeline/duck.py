@@ -57,12 +57,16 @@ def sql_string_literal(value: str) -> str:
 
 
 def ensure_schema_files(store: Store) -> None:
-    """A zero-row Parquet file per table, so the views bind before anything is written."""
+    """A zero-row Parquet file per table, so the views bind before anything is written. Each
+    is read whole (a few hundred bytes: one GET on S3, where an s3fs open costs a new client,
+    a HEAD and ranged GETs)."""
     for table, schema in table_schemas().items():
         path = store.root / table / SCHEMA_FILE
-        fs, where = storage.read_filesystem(path)
-        if storage.exists(path) and pq.read_schema(where, filesystem=fs).equals(schema):
-            continue
+        try:
+            if pq.read_schema(pa.BufferReader(storage.read_bytes(path))).equals(schema):
+                continue
+        except FileNotFoundError:
+            pass
         with atomic_path(path) as tmp:
             pq.write_table(schema.empty_table(), tmp)
 

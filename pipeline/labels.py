@@ -16,12 +16,16 @@ the work without labelling anything twice.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import re
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -31,12 +35,13 @@ from typing import Literal, get_args
 import duckdb
 import pyarrow as pa
 
-from pipeline.duck import load_sql, memory_connection
+from pipeline import storage
+from pipeline.duck import load_sql, memory_connection, sql_string_literal
 from pipeline.encoding import fens_from_columns
 from pipeline.engine import CP_BOUND, MATE_BOUND, EnginePool, Evaluation, Failure, Job, Limit
 from pipeline.progress import eta_seconds
 from pipeline.schemas import FAILURES_SCHEMA, LABELS_SCHEMA
-from pipeline.storage import Lease
+from pipeline.storage import Lease, ObjectPath
 from pipeline.store import STALE_COPY_S, Store, file_lock, write_parquet
 from pipeline.store import remove_stale_tmp as store_remove_stale_tmp
 
@@ -289,6 +294,8 @@ class _PartWriter:
         self.labels: list[tuple] = []
         self.failures: list[tuple] = []
         self.parts = 0
+        self.written: set[str] = set()
+        """Every part this writer wrote (so a run tells its own parts from other writers')."""
         self.leases: list[Lease] = []
         """The shard leases the buffered rows were labelled under: a part is written only while
         every one is still held (an S3 lease can be lost; then the rows go, unwritten)."""
@@ -341,6 +348,7 @@ class _PartWriter:
             columns = list(zip(*rows))
             table = pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
             write_parquet(folder / name, table)
+            self.written.add(str(folder / name))
             self.parts += 1
             rows.clear()
 
@@ -382,6 +390,76 @@ def _relabel_params(setting: Setting, run: LabelRun, shards) -> dict:
         "max_positions": run.max_positions if run.max_positions > 0 else 1 << 62,
         "archives": list(run.archives),
     }
+
+
+def _read_state(store: Store, setting: Setting) -> frozenset[tuple[str, str]]:
+    """(object, ETag) of everything a pending query of `setting` reads on an S3 store: the
+    positions and games partitions and the setting's label and failure parts (a LIST each, at once)."""
+    folders = (store.root / "positions", store.root / "games", labels_dir(store, setting), failures_dir(store, setting))
+
+    def listed(folder: ObjectPath) -> list[tuple[str, str]]:
+        objects = storage.list_objects(folder)
+        return [(str(ObjectPath(folder.bucket, o["Key"])), str(o.get("ETag", ""))) for o in objects]
+
+    with ThreadPoolExecutor(len(folders)) as ex:
+        return frozenset(item for items in ex.map(listed, folders) for item in items)
+
+
+class _PendingSnapshot:
+    """An S3 store's pending positions of every shard of a run, from ONE query, in a local file.
+
+    Over s3fs each query lists and opens every positions, games and label file again (a HEAD
+    and ranged GETs per file), so one query per shard cost seconds each, whatever the number of
+    positions. Here the store is read once, into a Parquet spool file (flock'ed while in use,
+    so storage.remove_stale_tmp clears one a killed run left), and each shard's positions are
+    read back from it. The store state the query read is recorded first (`_read_state`); a
+    shard's rows are used only if, once its lease is held, that state is unchanged but for this
+    run's own parts. Otherwise (another worker labelled, an archive was ingested meanwhile) the
+    shard is queried again from the store, under its lease, as before: no label twice, none
+    missed."""
+
+    def __init__(self, store: Store, con: duckdb.DuckDBPyConnection, setting: Setting, run: LabelRun):
+        self.store, self.con, self.setting, self.run = store, con, setting, run
+        self.state = _read_state(store, setting)  # before the query: a later write shows as a change
+        fd, self.path = tempfile.mkstemp(prefix=".pending-labels.", suffix=storage.TMP_SUFFIX, dir=storage.spool_dir())
+        os.close(fd)
+        self._fd: int | None = None
+        try:
+            pending = load_sql("queries/pending_labels").rstrip().rstrip(";")
+            # A projection keeps the query's first-seen order (DuckDB preserves insertion order).
+            con.execute(
+                f"COPY (SELECT q.*, q.position_key % {SHARDS} AS shard FROM ({pending}) q) "
+                f"TO {sql_string_literal(self.path)} (FORMAT parquet)",
+                _pending_params(setting, run, run.shards),
+            )
+            # DuckDB wrote a new file under the name: lock that one (the file is seconds old,
+            # younger than the spool's stale age, so nothing removes it before).
+            self._fd = os.open(self.path, os.O_RDONLY)
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            count = f"SELECT count(*) FROM read_parquet({sql_string_literal(self.path)})"
+            self.rows: int = con.execute(count).fetchall()[0][0]
+        except BaseException:
+            self.close()
+            raise
+
+    def reader(self, shard: int, written: set[str]) -> pa.RecordBatchReader:
+        """Shard `shard`'s pending positions (its lease held): from the snapshot while the store
+        is as it was read, else from a new query of the store."""
+        now = _read_state(self.store, self.setting)
+        if {(key, etag) for key, etag in now if key not in written} == self.state:
+            sql = (
+                "SELECT position_key, planes, side_to_move, castling, ep_square, occurrences "
+                f"FROM read_parquet({sql_string_literal(self.path)}) WHERE shard = $shard"
+            )
+            return self.con.sql(sql, params={"shard": shard}).to_arrow_reader(4096)
+        params = _pending_params(self.setting, self.run, [shard])
+        return self.con.sql(load_sql("queries/pending_labels"), params=params).to_arrow_reader(4096)
+
+    def close(self) -> None:
+        Path(self.path).unlink(missing_ok=True)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def label_store(
@@ -464,37 +542,52 @@ def label_store(
                 consume(pool.run(budget(_jobs(reader)), run.limit), "all")
                 stats.shards_done = [] if stats.stopped_by else held
         else:
-            # The total (for the ETA) is counted beside the first shard's query, not before it:
+            # S3 store: one query of the store for every shard, read back shard by shard
+            # (_PendingSnapshot); its row count is the total. Local store: a query per shard
+            # (each is a local scan), the total counted beside the first one, not before it:
             # the engines start a fraction of a second sooner.
-            cursor = con.cursor()
+            snapshot = _PendingSnapshot(store, con, setting, run) if store.remote else None
+            counter = cursor = None
+            if snapshot is not None:
+                stats.pending_before = snapshot.rows
+            else:
+                cursor = con.cursor()
 
-            def count() -> None:
-                try:
-                    stats.pending_before = count_pending(cursor, setting, run)
-                except Exception as e:  # the labelling goes on; only the total and the ETA are missing
-                    log.warning(
-                        "could not count the pending positions, so this run shows no total and no ETA: %s",
-                        str(e).splitlines()[0] if str(e) else type(e).__name__,
-                    )
+                def count() -> None:
+                    try:
+                        stats.pending_before = count_pending(cursor, setting, run)
+                    except Exception as e:  # the labelling goes on; only the total and the ETA are missing
+                        log.warning(
+                            "could not count the pending positions, so this run shows no total and no ETA: %s",
+                            str(e).splitlines()[0] if str(e) else type(e).__name__,
+                        )
 
-            counter = threading.Thread(target=count, daemon=True)
-            counter.start()
-            for shard in run.shards:
-                if stats.stopped_by:
-                    break
-                with shard_lock(store, setting, shard) as mine:
-                    if not mine:
-                        stats.shards_busy.append(shard)
-                        continue
-                    writer.leases = [mine]
-                    params = _pending_params(setting, run, [shard])
-                    reader = con.sql(load_sql("queries/pending_labels"), params=params).to_arrow_reader(4096)
-                    consume(pool.run(budget(_jobs(reader)), run.limit), f"{shard:02d}")
-                    writer.leases = []
-                    if not stats.stopped_by:
-                        stats.shards_done.append(shard)
-            counter.join()
-            cursor.close()
+                counter = threading.Thread(target=count, daemon=True)
+                counter.start()
+            try:
+                for shard in run.shards:
+                    if stats.stopped_by:
+                        break
+                    with shard_lock(store, setting, shard) as mine:
+                        if not mine:
+                            stats.shards_busy.append(shard)
+                            continue
+                        writer.leases = [mine]
+                        if snapshot is not None:
+                            reader = snapshot.reader(shard, writer.written)
+                        else:
+                            params = _pending_params(setting, run, [shard])
+                            reader = con.sql(load_sql("queries/pending_labels"), params=params).to_arrow_reader(4096)
+                        consume(pool.run(budget(_jobs(reader)), run.limit), f"{shard:02d}")
+                        writer.leases = []
+                        if not stats.stopped_by:
+                            stats.shards_done.append(shard)
+            finally:
+                if snapshot is not None:
+                    snapshot.close()
+                if counter is not None:
+                    counter.join()
+                    cursor.close()
     stats.seconds = time.monotonic() - start
     stats.engine_restarts = pool.restarts - restarts_before
     stats.parts_written = writer.parts

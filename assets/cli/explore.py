@@ -5,7 +5,6 @@ materialisation recorded in the store's Dagster instance, never the newest file 
 
 import argparse
 import sys
-from pathlib import Path
 
 import dagster as dg
 
@@ -13,10 +12,10 @@ from assets.cli.runtime import open_instance, open_store
 
 
 def trained_models(instance: dg.DagsterInstance) -> list:
-    """Every asset whose latest materialisation recorded a checkpoint that still exists, with
-    the dataset and model preset it was trained as (the model assets' `checkpoint`, `dataset`
-    and `model` metadata)."""
-    from explorer.evaluations import TrainedModel
+    """Every asset whose latest materialisation recorded a checkpoint that still exists (a file,
+    or an object of an S3 store), with the dataset and model preset it was trained as (the model
+    assets' `checkpoint`, `dataset` and `model` metadata)."""
+    from explorer.evaluations import TrainedModel, stored_checkpoint
 
     out = []
     for key in instance.get_asset_keys():
@@ -24,8 +23,8 @@ def trained_models(instance: dg.DagsterInstance) -> list:
         mat = event.asset_materialization if event is not None else None
         if mat is None or "checkpoint" not in mat.metadata:
             continue
-        path = Path(str(mat.metadata["checkpoint"].value))
-        if path.is_file():
+        path = stored_checkpoint(str(mat.metadata["checkpoint"].value))
+        if path is not None:
             dataset, preset = (mat.metadata.get(k) for k in ("dataset", "model"))
             out.append(
                 TrainedModel(

@@ -416,3 +416,26 @@ def test_live_search_without_an_engine_or_with_one_that_crashes(explorer_store, 
         assert state["status"] == "failed" and state["error"], state
         # The page goes on: the next request is answered.
         assert c.get("/api/fen", params={"fen": fen}).status_code == 200
+
+
+def test_a_replaced_checkpoint_leaves_one_cached_evaluator(labelled, tmp_path):
+    # The page runs for days while models are retrained: each new version of a checkpoint replaces
+    # the evaluator of the old one, so the cache holds one entry per checkpoint, not one per version.
+    import shutil
+
+    from explorer.evaluations import Networks
+
+    _, model = labelled
+    path = tmp_path / "model.pt"
+    shutil.copyfile(model.checkpoint, path)
+    mine = TrainedModel(model.name, path, model.dataset, model.preset)
+    networks = Networks(lambda: [mine])
+    first = networks.evaluator(mine)
+    assert networks.evaluator(mine) is first  # unchanged: loaded once
+    for step in (1, 2, 3):
+        stat = path.stat()
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + step * 1_000_000_000))  # a new version
+        newer = networks.evaluator(mine)
+        assert newer is not first
+        first = newer
+    assert len(networks._evaluators) == 1
