@@ -364,9 +364,12 @@ def player_model(player: str) -> str:
 
 @dg.asset(
     group_name=GROUP,
-    deps=[f"eval_matches_{m}" for m in MODELS] + ["eval_head_to_head"],
+    # td_evaluation (assets/selfplay.py) writes its games to match_games too: the TD player is rated
+    # with the rest, and a new TD evaluation makes the ratings stale.
+    deps=[f"eval_matches_{m}" for m in MODELS] + ["eval_head_to_head", "td_evaluation"],
     description="Elo of every player from every finished evaluation game from the openings (the newest "
-    "run of each match asset; endgame conversion left out), the random mover = 0, with 95% "
+    "run of each match asset, the self-play line's td_evaluation among them; endgame conversion "
+    "left out), the random mover = 0, with 95% "
     "error bars against the pool's average.",
 )
 def elo_ratings(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:

@@ -12,8 +12,8 @@ their inputs, call it, write, and return metadata.
 - hui_representations: the five representations on hui_checkmate, several seeds each.
 """
 
+import dataclasses
 import json
-from pathlib import Path
 
 import dagster as dg
 
@@ -22,10 +22,15 @@ from assets.metadata import md_cell, png_md
 from assets.partitions import archives_partitions
 from assets.progress import run_progress
 from assets.resources import StoreResource
+from pipeline.published import HUI_RANDOM, HUI_RANDOM_PEAK_TEXT, HUI_RANDOM_RANGE_TEXT
+from pipeline.storage import StorePath
 from training.td import KRKCheck, RepresentationConfig, TDConfig, TDEvaluation
 
 GROUP = "selfplay"
-PUBLISHED_RANDOM = "Hui: 73-79.8% of 100-game batches won against the random mover within 80 plies, peak 84%"
+PUBLISHED_RANDOM = (
+    f"Hui: {HUI_RANDOM_RANGE_TEXT} of 100-game batches won against the random mover within 80 plies, "
+    f"peak {HUI_RANDOM_PEAK_TEXT}"
+)
 
 TDSelfPlayConfig = config_from(TDConfig, name="TDSelfPlayConfig")
 
@@ -53,15 +58,18 @@ def _history_md(history: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _last_checkpoint(context: dg.AssetExecutionContext, line: str = "") -> Path | None:
+def _last_checkpoint(context: dg.AssetExecutionContext, line: str = "") -> StorePath | None:
     """The checkpoint recorded by td_selfplay's latest materialisation of the line `line` (any
-    line when empty): lineage, not the newest file in the folder."""
+    line when empty): lineage, not the newest file in the folder. A file, or an object of an
+    S3 store (the metadata records its s3:// URI)."""
+    from training.checkpoints import store_location
+
     records = context.instance.fetch_materializations(dg.AssetKey("td_selfplay"), limit=200).records
     for record in records:
         meta = record.asset_materialization.metadata if record.asset_materialization else {}
         if "checkpoint" not in meta:
             continue
-        path = Path(meta["checkpoint"].value)
+        path = store_location(meta["checkpoint"].value)
         # selfplay/<line>/gen-NNNN.pt: the folder names the line
         if not line or (meta["line"].value if "line" in meta else path.parent.name) == line:
             return path
@@ -111,23 +119,26 @@ def td_selfplay(context: dg.AssetExecutionContext, config: TDSelfPlayConfig, sto
     group_name=GROUP,
     deps=[td_selfplay],
     description="The published checks of the checkpoint td_selfplay last recorded: 10 batches of 100 games "
-    "against the random mover within 80 plies (mean, 95% interval, peak; Hui 73-79.8%, peak 84%), a match "
+    f"against the random mover within 80 plies (mean, 95% interval, peak; Hui {HUI_RANDOM}), a match "
     "against the traditional evaluation at equal depth; the games into match_games (elo_ratings rates "
     "them) and an Elo of this pool.",
 )
 def td_evaluation(context: dg.AssetExecutionContext, config: TDEvaluationConfig, store: StoreResource):
+    from pipeline import storage
     from pipeline.evaluation import write_results
     from pipeline.matches import MatchResult, fit_elo, write_games
     from training.td import GamePool, load_checkpoint, player_name, vs_traditional, win_ratio_batches
 
     ev = config.to_dataclass()
     ck = _last_checkpoint(context, ev.line)
-    if ck is None or not ck.exists():
+    if ck is None or not storage.exists(ck):
         which = f"of the line {ev.line!r} " if ev.line else ""
         raise dg.Failure(
             f"td_selfplay has no checkpoint {which}: materialise it first (chess-pipeline selfplay --generations 1)"
         )
     params, cfg, meta = load_checkpoint(ck)
+    if ev.eval_depth:
+        cfg = dataclasses.replace(cfg, depth=ev.eval_depth)  # the player's name says the depth it searched
     name = player_name(cfg, meta["generation"])
     st = store.get()
     total = ev.batches * ev.batch_games + 2 * ev.openings
@@ -199,7 +210,7 @@ def td_krk(context: dg.AssetExecutionContext, config: KRKCheckConfig, store: Sto
     cfg = TDConfig(
         name="krk",
         start="krk",
-        init="zero",
+        init=k.init,
         depth=k.depth,
         games=k.games,
         lr=k.lr,
@@ -211,6 +222,8 @@ def td_krk(context: dg.AssetExecutionContext, config: KRKCheckConfig, store: Sto
         cfg,
         k.max_generations,
         check_depth=k.check_depth,
+        mate_plies=k.mate_plies,
+        defender_depth=k.defender_depth,
         on_generation=lambda g, p: context.log.info(
             f"KRvK generation {g}: mate in {p} plies" if p else f"KRvK generation {g}: no mate"
         ),
@@ -218,6 +231,8 @@ def td_krk(context: dg.AssetExecutionContext, config: KRKCheckConfig, store: Sto
     return dg.MaterializeResult(
         metadata={
             "fen": KRK_FEN,
+            "criterion": f"a mate within {k.mate_plies} plies, {k.check_depth}-ply search, "
+            f"against a {k.defender_depth}-ply defender (the traditional evaluation)",
             "generations_to_mate": out["generations"] if out["generations"] is not None else -1,
             "curve": dg.MetadataValue.json(out["curve"]),
         }

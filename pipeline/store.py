@@ -369,29 +369,19 @@ class Store:
                         return key
         remove_stale_tmp(self.archives_dir, min_age_s=STALE_COPY_S)
         digest = file_sha256(real)
-        # One adder at a time from the content check to the registration: two adds of
-        # different files under one name must not both take it (os.replace would put one
-        # over the other), nor two adds of the same bytes make two archives.
-        with file_lock(self.locks_dir / "archive_add.lock"):
+        with self._archive_add_lock():
             if (known := self.scan_archives().key_with_hash(digest)) is not None:
                 return known
-            stem, suffix = _split_suffix(name)
-            n = 0
-            while True:
-                target = self.archives_dir / (name if n == 0 else _numbered(stem, n, suffix))
-                if target.is_symlink() or target.exists():
-                    n += 1
-                    continue
-                try:
-                    if copy:
-                        with atomic_path(target) as tmp:
-                            shutil.copyfile(real, tmp)
-                    else:
-                        target.symlink_to(real)
-                except OSError as e:
-                    raise_if_no_space(e, target)
-                    raise
-                break
+            target = self._free_archive_path(self.archives_dir, name)
+            try:
+                if copy:
+                    with atomic_path(target) as tmp:
+                        shutil.copyfile(real, tmp)
+                else:
+                    target.symlink_to(real)
+            except OSError as e:
+                raise_if_no_space(e, target)
+                raise
             # Registered only now, with its final name in place.
             return self.scan_archives().key_at(target)
 
@@ -400,20 +390,70 @@ class Store:
         whole or not at all) into archives/, with its sha256 as object metadata; the index
         object is written conditionally (see _write_index)."""
         digest = file_sha256(real)
-        # One adder at a time, on every machine: two adds of different files must not take one
-        # name (the second PUT would replace the first), nor two of the same bytes make two archives.
-        with self.lease("archive_add", ADD_LEASE_TTL_S, wait=True):
+        with self._archive_add_lock():
             if (known := self.scan_archives().key_with_hash(digest)) is not None:
                 return known
-            stem, suffix = _split_suffix(name)
-            n = 0
-            while True:
-                target = self.archives_dir / (name if n == 0 else _numbered(stem, n, suffix))
-                if storage.head(target) is None:
-                    break
-                n += 1
+            target = self._free_archive_path(self.archives_dir, name)
             storage.upload_file(real, target, metadata={"sha256": digest})
             return self.scan_archives().key_at(target)
+
+    def add_archive_data(self, data: bytes, relative: str) -> tuple[str, StorePath]:
+        """An archive the pipeline writes itself (self-play's generations): `data` as the file
+        `relative` (a path under the archives folder, e.g. selfplay/<line>/gen-0001.pgn), through
+        add_archive's checks: the same bytes already in the store are that archive's key and add
+        nothing; a name already taken gets a numbered name (never written over: an ingested
+        archive keeps its bytes). Written whole (a local file renamed into place; on S3 one
+        object with its sha256 as metadata). Its partition key and where it was written."""
+        parts = [p for p in relative.split("/") if p]
+        if not parts or any(p in (".", "..") for p in parts):
+            raise ValueError(f"{relative!r}: not a path under the archives folder")
+        if not is_archive_name(parts[-1]):
+            raise ArchiveNameError(f"{parts[-1]}: not an archive name (expected one of {', '.join(ARCHIVE_SUFFIXES)})")
+        self.ensure()
+        folder = self.archives_dir
+        for part in parts[:-1]:
+            folder = folder / part
+        digest = hashlib.sha256(data).hexdigest()
+        with self._archive_add_lock():
+            scan = self.scan_archives()
+            if (known := scan.key_with_hash(digest)) is not None:
+                return known, scan.archives[known]
+            target = self._free_archive_path(folder, parts[-1])
+            if self.remote:
+                with storage.atomic_upload(target, metadata={"sha256": digest}) as tmp:
+                    tmp.write_bytes(data)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    with atomic_path(target) as tmp:
+                        Path(tmp).write_bytes(data)
+                except OSError as e:
+                    raise_if_no_space(e, target)
+                    raise
+            return self.scan_archives().key_at(target), target
+
+    @contextmanager
+    def _archive_add_lock(self):
+        """One adder at a time, on every machine, from the content check to the registration: two
+        adds of different files under one name must not both take it (a rename or a second PUT
+        would put one over the other), nor two adds of the same bytes make two archives."""
+        if self.remote:
+            with self.lease("archive_add", ADD_LEASE_TTL_S, wait=True):
+                yield
+            return
+        with file_lock(self.locks_dir / "archive_add.lock"):
+            yield
+
+    def _free_archive_path(self, folder: StorePath, name: str) -> StorePath:
+        """folder/name, or the first numbered name (stem-1.pgn, ...) not taken there."""
+        stem, suffix = _split_suffix(name)
+        n = 0
+        while True:
+            target = folder / (name if n == 0 else _numbered(stem, n, suffix))
+            taken = storage.head(target) is not None if self.remote else target.is_symlink() or target.exists()
+            if not taken:
+                return target
+            n += 1
 
     # Locks ------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ import io
 import math
 import os
 import random
+import re
 import time
 import typing
 from collections.abc import Callable, Sequence
@@ -52,6 +53,7 @@ import numpy as np
 from pipeline.matches import GameResult, MatchResult, game_end, play_game, wilson_interval
 from pipeline.search import AlphaBeta, MaterialEvaluator, RandomPlayer, SearchPlayer, board_arrays
 from pipeline.settings import literal_choices
+from pipeline.storage import StorePath
 from training.choices import check_choice
 
 Learner = Literal["td_leaf", "td_lambda"]
@@ -566,14 +568,16 @@ CHECKPOINT_VERSION = 1
 ENCODER = {"name": "antisymmetric_bitboard", "version": 1}
 
 
-def save_checkpoint(path: Path, params: np.ndarray, cfg: TDConfig, generation: int, history: list[dict], archive: str):
+def save_checkpoint(
+    path: StorePath, params: np.ndarray, cfg: TDConfig, generation: int, history: list[dict], archive: str
+):
     """The weights after `generation`, with the config, the encoder and the archive of its games
     (atomic: a killed write leaves the previous checkpoint)."""
     import torch
 
     from pipeline.store import atomic_path
 
-    with atomic_path(Path(path)) as tmp:
+    with atomic_path(path) as tmp:  # on S3: a local spool file, uploaded whole
         torch.save(
             {
                 "version": CHECKPOINT_VERSION,
@@ -589,7 +593,7 @@ def save_checkpoint(path: Path, params: np.ndarray, cfg: TDConfig, generation: i
         )
 
 
-def load_checkpoint(path: Path) -> tuple[np.ndarray, TDConfig, dict]:
+def load_checkpoint(path: StorePath | str) -> tuple[np.ndarray, TDConfig, dict]:
     from training import checkpoints
 
     ck = checkpoints.load_checkpoint(path)
@@ -598,7 +602,7 @@ def load_checkpoint(path: Path) -> tuple[np.ndarray, TDConfig, dict]:
     return ck["model"]["params"].numpy().astype(np.float64), TDConfig(**ck["config"]), ck
 
 
-def model_from_checkpoint(path: Path):
+def model_from_checkpoint(path: StorePath | str):
     params, cfg, _ = load_checkpoint(path)
     return make_model(cfg, params), cfg
 
@@ -736,12 +740,23 @@ class TDEvaluation:
     """Batches of games against the random mover (published: 10)."""
     batch_games: int = 100
     """Games per batch (published: 100)."""
+    eval_depth: int = 0
+    """Search depth of the evaluation games (both the random-mover batches and the match against
+    the traditional evaluation, which searches as deep); 0: the depth the line was trained at. A
+    line trained at depth 1 wins about 14 points more against the random mover at depth 2 (README)."""
     openings: int = 20
     """Sabatelli's openings for the match against the traditional evaluation, each twice (0 skips)."""
     max_plies: int = 400
     """A game against the traditional evaluation still going after this many plies is unfinished."""
     workers: int = 0
     """Processes playing games at once (0: one per core)."""
+
+    def __post_init__(self):
+        for name in ("batches", "batch_games"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.eval_depth < 0:
+            raise ValueError(f"eval_depth must be 0 (the line's own depth) or more, got {self.eval_depth}")
 
 
 @dataclass
@@ -752,18 +767,37 @@ class KRKCheck:
     """Give up after this many generations."""
     games: int = 40
     """Self-play games per generation."""
-    depth: int = 1
-    """Search depth of the self-play games (at depth 1 the defender walks into mates, so games
-    end decisively and there is something to learn from)."""
+    depth: int = 2
+    """Search depth of the self-play games. Not 1: a 1-ply search does not see the reply, so
+    the attacker leaves its rook en prise and the defender takes it (5 of 8 games, untrained,
+    whatever the first weights); those games are draws by insufficient material, and TD learns
+    from them that KRvK is worth a draw. At 2 plies the rook stays (8 of 8)."""
+    init: Literal["material", "random", "zero"] = "material"
+    """First weights (TDConfig.init). material: the rook is worth 0.5 from the start, so the
+    search keeps it; zero: losing the rook scores the same as keeping it (a draw is 0)."""
     check_depth: int = 2
     """Search depth of the check from the mate-in-3 position: a mate in 3 needs 5 plies, so at
-    2 the evaluation must choose the first two moves (at 3 the untrained one already mates)."""
+    2 the search cannot see it and the evaluation must choose the first two moves (at 3 the
+    untrained evaluations already mate, by their move order)."""
+    mate_plies: int = 5
+    """The check passes when the search mates within this many plies: 5 asks for the mate in 3
+    itself; more asks only that the evaluation lead the 2-ply search to a mate."""
+    defender_depth: int = 6
+    """Plies the defender (the traditional evaluation) searches: at 6 it sees every mate of the
+    mate in 3 and delays it as long as it can."""
     lr: float = 0.01
     """Learning rate (published: 0.01)."""
     seed: int = 0
     """Seed of the positions and games."""
     workers: int = 0
     """Processes playing games at once (0: one per core)."""
+
+    def __post_init__(self):
+        hints = typing.get_type_hints(KRKCheck)
+        check_choice("init", self.init, literal_choices(hints["init"]))
+        for name in ("depth", "check_depth", "mate_plies", "defender_depth", "games"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
 
 
 # Representations compared on hui_checkmate (supervised: who gets mated) -------------------------
@@ -878,16 +912,21 @@ def krk_generations(
 @dataclass
 class LineResult:
     generations: list[Generation]
-    archives: list[Path]
+    archives: list[StorePath]
     """The PGN archive of each generation (inside the store's archives folder)."""
-    checkpoints: list[Path]
+    checkpoints: list[StorePath]
     history: list[dict]
     """Every generation of the line so far (earlier runs' too), as Generation.summary()."""
 
 
-def resumable(checkpoint: Path | None, cfg: TDConfig) -> bool:
+def resumable(checkpoint: StorePath | str | None, cfg: TDConfig) -> bool:
     """Whether a checkpoint continues the line `cfg` describes (same name and learning settings)."""
-    if checkpoint is None or not Path(checkpoint).exists():
+    if checkpoint is None:
+        return False
+    from pipeline import storage
+    from training.checkpoints import store_location
+
+    if not storage.exists(store_location(checkpoint)):
         return False
     _, old, _ = load_checkpoint(checkpoint)
     keep = (
@@ -911,17 +950,15 @@ def resumable(checkpoint: Path | None, cfg: TDConfig) -> bool:
 def play_line(
     store,
     cfg: TDConfig,
-    resume_from: Path | None = None,
+    resume_from: StorePath | str | None = None,
     on_game: Callable[[], None] | None = None,
     log: Callable[[str], None] = print,
 ) -> LineResult:
     """cfg.generations generations of the line cfg.name, after the checkpoint resume_from when
     it continues this line (else from the untrained weights): each generation's games as an
     archive in the store (Store.add_archive: ingest sees it) and its weights as a checkpoint."""
-    from pipeline.store import atomic_path
+    from pipeline import storage
 
-    if store.remote:
-        raise ValueError(f"self-play writes its archives and checkpoints as local files: {store.root} is not a folder")
     params, history, first = initial_params(cfg), [], 1
     if resumable(resume_from, cfg):
         params, _, ck = load_checkpoint(resume_from)
@@ -929,19 +966,18 @@ def play_line(
         log(f"{cfg.name}: continuing after generation {ck['generation']} ({resume_from})")
     out = LineResult([], [], [], history)
     folder = store.archives_dir / "selfplay" / cfg.name
-    if first == 1 and (done := sorted(folder.glob("gen-*.pgn"))):
+    done = [p for p in storage.list_files(folder, ".pgn") if re.fullmatch(r"gen-\d+\.pgn", p.name)]
+    if first == 1 and done:
         # A fresh start of a name already used: new archives after the old ones, never over them
         # (an archive's games stay in the store under its key).
-        first = int(done[-1].stem.split("-")[1]) + 1
+        first = max(int(p.name[4:-4]) for p in done) + 1
         log(f"{cfg.name}: starting afresh (no checkpoint of these settings), as generation {first}")
     with GamePool(cfg.workers) as pool:
         for number in range(first, first + cfg.generations):
             gen = run_generation(pool, params, cfg, number, on_game)
             params = gen.params
-            pgn = folder / f"gen-{number:04d}.pgn"
-            with atomic_path(pgn) as tmp:
-                Path(tmp).write_text(gen.pgn, encoding="utf-8")
-            key = store.add_archive(Path(pgn))
+            # Through the store's add path: a name another run took meanwhile gets a numbered one.
+            key, pgn = store.add_archive_data(gen.pgn.encode("utf-8"), f"selfplay/{cfg.name}/gen-{number:04d}.pgn")
             ck = store.root / "selfplay" / cfg.name / f"gen-{number:04d}.pt"
             history.append({**gen.summary(), "archive": key, "checkpoint": str(ck)})
             save_checkpoint(ck, params, cfg, number, history, key)

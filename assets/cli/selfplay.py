@@ -14,6 +14,8 @@ from training.td import TDConfig, TDEvaluation
 def cmd_selfplay(args: argparse.Namespace) -> None:
     try:
         cfg = from_namespace(TDConfig, args, names=[f.name for f in dataclasses.fields(TDConfig)])
+        if args.evaluate:  # its settings checked before any game is played
+            from_namespace(TDEvaluation, args, names=["batches", "batch_games", "eval_depth", "openings"])
     except ValueError as e:
         raise SystemExit(f"chess-pipeline selfplay: {e}") from None
     if cfg.generations == 0 and not args.evaluate:
@@ -52,7 +54,12 @@ def evaluate(store, instance, args: argparse.Namespace, workers: int) -> None:
     from assets.selfplay import TDEvaluationConfig, td_evaluation, td_selfplay
 
     ev = TDEvaluation(
-        line=args.name, batches=args.batches, batch_games=args.batch_games, openings=args.openings, workers=workers
+        line=args.name,
+        batches=args.batches,
+        batch_games=args.batch_games,
+        eval_depth=args.eval_depth,
+        openings=args.openings,
+        workers=workers,
     )
     with run_bar(store, "selfplay", "evaluate", "game") as tags:
         result = materialize(
@@ -78,6 +85,6 @@ def add_parser(sub) -> None:
     s = sub.add_parser("selfplay", help="learn an evaluation by TD self-play (Hui 2018); games go into the store")
     add_arguments(s, TDConfig)
     s.add_argument("--evaluate", action="store_true", help="then the published checks of the last checkpoint")
-    for name in ("batches", "batch_games", "openings"):
+    for name in ("batches", "batch_games", "eval_depth", "openings"):
         add_arguments(s, TDEvaluation, names=[name])
     s.set_defaults(func=cmd_selfplay)

@@ -38,6 +38,19 @@ def test_evaluation_checks_the_line_it_names_from_its_last_checkpoint(tmp_path, 
     with duckdb.connect(str(store.duckdb_path), read_only=True) as con:
         matches = dict(con.sql("SELECT match, count(*) FROM match_games GROUP BY 1").fetchall())
     assert matches == {"td vs random": 4, "td depth 1 vs traditional": 2}
+    # elo_ratings depends on td_evaluation (a new evaluation makes it stale) and rates its player.
+    from assets.evaluation import elo_ratings
+
+    assert dg.AssetKey("td_evaluation") in elo_ratings.asset_deps[elo_ratings.key]
+    elo = _run(instance, root, [td_selfplay, td_evaluation, elo_ratings], ["elo_ratings"], {})
+    table = elo.asset_materializations_for_node("elo_ratings")[0].metadata["ratings"].value
+    assert "| td_linear td_leaf gen 1 depth 1 |" in table and "| random |" in table
+    # The same checkpoint evaluated at another depth than it was trained at (eval_depth).
+    deeper = TDEvaluationConfig(line="a", batches=1, batch_games=1, eval_depth=2, openings=0, workers=1)
+    r2 = _run(instance, root, [td_selfplay, td_evaluation], ["td_evaluation"], {"td_evaluation": deeper})
+    assert r2.asset_materializations_for_node("td_evaluation")[0].metadata["player"].value == (
+        "td_linear td_leaf gen 1 depth 2"
+    )
     missing = TDEvaluationConfig(line="nope", batches=1, batch_games=1, openings=0, workers=1)
     failed = dg.materialize(
         [td_selfplay, td_evaluation],
@@ -51,7 +64,7 @@ def test_evaluation_checks_the_line_it_names_from_its_last_checkpoint(tmp_path, 
 
 
 def test_krk_check_records_its_curve(tmp_path, instance):
-    cfg = KRKCheckConfig(max_generations=1, games=2, workers=1)
+    cfg = KRKCheckConfig(max_generations=1, games=2, depth=1, workers=1)
     r = _run(instance, tmp_path / "store", [td_krk], None, {"td_krk": cfg})
     meta = r.asset_materializations_for_node("td_krk")[0].metadata
     curve = meta["curve"].value

@@ -139,6 +139,20 @@ def test_a_few_generations_on_krk_raise_the_mate_rate_over_the_untrained_weights
     assert after >= before + 0.1, (before, after)
 
 
+def test_krk_selfplay_at_the_checks_settings_keeps_the_rook():
+    """A 1-ply search does not see the reply: the attacker leaves its rook en prise and the
+    defender takes it, a draw by insufficient material (TD then learns KRvK is worth a draw).
+    The check's self-play (td.KRKCheck: 2 plies, material start) keeps the rook."""
+    k = td.KRKCheck()
+    ends = {}
+    for init, depth in (("zero", 1), (k.init, k.depth)):
+        cfg = TDConfig(start="krk", init=init, depth=depth, games=4, random_plies=0, max_plies=24, workers=1)
+        params = td.initial_params(cfg)
+        ends[depth] = [td.play_selfplay_game(params, cfg, 1, i).pgn for i in range(4)]
+    lost = {d: sum('[Termination "insufficient material"]' in pgn for pgn in games) for d, games in ends.items()}
+    assert lost[1] >= 2 and lost[k.depth] == 0, lost
+
+
 def _tiny(**kw) -> TDConfig:
     base = dict(name="t", depth=1, games=3, max_plies=24, curve_games=2, curve_plies=20, workers=1, seed=3)
     return TDConfig(**{**base, **kw})
@@ -216,6 +230,10 @@ def test_network_gradient_matches_finite_differences():
 def test_bad_settings_say_what_is_valid():
     with pytest.raises(ValueError, match="td_leaf, td_lambda"):
         TDConfig(learner="td")
+    with pytest.raises(ValueError, match="eval_depth must be 0 .the line's own depth. or more, got -1"):
+        td.TDEvaluation(eval_depth=-1)
+    with pytest.raises(ValueError, match="batch_games must be at least 1, got 0"):
+        td.TDEvaluation(batch_games=0)
     with pytest.raises(ValueError, match="name"):
         TDConfig(name="../x")
     assert math.isfinite(TDConfig().lr)
@@ -289,3 +307,27 @@ def test_learning_curve_chart_fits_and_shows_both_series():
     assert list(ax2.lines[0].get_xdata()) == [1, 2, 3] and ax.get_ylim() == (0, 1)
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["win ratio vs random (95%)", "TD error (mean d^2)"]
     assert plots.selfplay_curve_png(history, "t").startswith(b"\x89PNG")
+
+
+def test_a_generation_never_writes_over_an_archive_another_run_wrote_meanwhile(tmp_path):
+    # Two runs of one line: the other writes and registers gen-0001.pgn while this one plays its
+    # generation 1. Its archive keeps its bytes and key; this run's games get a numbered name
+    # beside it, as Store.add_archive does with a name already taken.
+    store = Store(tmp_path).ensure()
+    theirs = store.archives_dir / "selfplay" / "t" / "gen-0001.pgn"
+    other = '[Event "the other run"]\n[Result "*"]\n\n*\n'
+
+    def other_run_writes():
+        if not theirs.exists():
+            theirs.parent.mkdir(parents=True, exist_ok=True)
+            theirs.write_text(other)
+            store.add_archive(theirs)  # in place, as a file of the archives folder
+
+    line = td.play_line(store, _tiny(generations=1, curve_games=0), on_game=other_run_writes, log=lambda s: None)
+    assert theirs.read_text() == other
+    (mine,) = line.archives
+    assert mine != theirs and mine.name == "gen-0001-1.pgn"
+    assert len(td.pgn_games(mine.read_text())) == 3
+    keys = store.find_archives()
+    assert line.history[-1]["archive"] in keys and keys[line.history[-1]["archive"]] == mine
+    assert theirs in keys.values()
