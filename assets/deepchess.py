@@ -7,14 +7,13 @@ evaluation assets are the generic eval_suites_deepchess_net / eval_matches_deepc
 "solution ranking" of Experiment 2.
 """
 
-from pathlib import Path
-
 import dagster as dg
 
 from assets.config import DescribedConfig
 from assets.evaluation import GROUP, checkpoint_of, report_dir, rows_md, suites_folder
 from assets.metadata import md_cell, png_md
 from assets.resources import StockfishResource, StoreResource
+from pipeline.datasets import protocol_text
 from pipeline.evaluation import write_results
 from pipeline.store import atomic_path
 
@@ -30,7 +29,11 @@ def training_extras(name: str, cfg, result) -> tuple[dict, list[tuple[str, str, 
     from training.deepchess import PUBLISHED, run_figures
 
     f = run_figures(cfg, result.checkpoint)
+    by, guard = f["split"].get("by", "game"), f["split"].get("guard", True)
+    protocol = protocol_text(f["split"])
     rows = [
+        ("test", "split_by_position", float(by == "position")),  # which protocol these figures are on
+        ("test", "leakage_guard", float(guard)),
         ("train", "pair_accuracy", f["model_train_accuracy"]),
         ("train", "material_baseline_accuracy", f["baseline_train_accuracy"]),
         ("val", "material_baseline_accuracy", f["baseline_val_accuracy"]),
@@ -39,6 +42,7 @@ def training_extras(name: str, cfg, result) -> tuple[dict, list[tuple[str, str, 
     for r in result.pretrain:
         last[r["layer"]] = r
     meta = {
+        "split_protocol": protocol,
         "train_pair_accuracy": round(f["model_train_accuracy"], 4),
         "material_baseline_test_accuracy": round(f["baseline_test_accuracy"], 4),
         "material_baseline": dg.MetadataValue.md(
@@ -94,9 +98,12 @@ class PairsConfig(DescribedConfig):
 def eval_pairs_deepchess_net(
     context: dg.AssetExecutionContext, config: PairsConfig, store: StoreResource, stockfish: StockfishResource
 ) -> dg.MaterializeResult:
+    from pipeline import storage
+    from pipeline.datasets import built_with
     from pipeline.deepchess_eval import static_evals
     from pipeline.evaluation import load_suites, suite_files
     from pipeline.suites import is_sts
+    from training.checkpoints import store_location
     from training.data import LoaderConfig
     from training.deepchess import (
         ADVANTAGE_CP,
@@ -114,9 +121,10 @@ def eval_pairs_deepchess_net(
     st = store.get()
     model, ck = load_comparator(checkpoint_of(context, MODEL))
     comparator = Comparator(model, get_encoder(ck["encoder"]["name"]))
-    test = Path(ck["dataset"]["splits"]["test"]["path"])  # the split the model was tested on (lineage)
-    if not test.exists():
+    test = store_location(ck["dataset"]["splits"]["test"]["path"])  # the split it was tested on (lineage)
+    if not storage.exists(test):
         raise dg.Failure(f"{test}: the test split {MODEL} was trained beside is gone; rebuild the dataset and retrain")
+    test = storage.local_file(test)  # an S3 store's: a cached copy
     pairs = PairBatches(test, LoaderConfig(batch_size=4096, shuffle=False))
     static = static_evals(st, test, pairs.positions_rows, stockfish.pool if config.engine else None)
     context.log.info(
@@ -147,6 +155,11 @@ def eval_pairs_deepchess_net(
             f"labels, {static.from_engine:,} asked of Stockfish now, {static.missing:,} none (in check)",
         )
     )
+    split = built_with(test).get("split", {})
+    by, guard = split.get("by", "game"), split.get("guard", True)
+    detail = f"test split by {by}, leakage guard {'on' if guard else 'off'}"
+    rows.append((SUITE, "split_by_position", float(by == "position"), pairs.positions_rows, detail))
+    rows.append((SUITE, "leakage_guard", float(guard), pairs.positions_rows, detail))
     folder = suites_folder(config.suites_dir, st)
     suites, _ = load_suites(suite_files(folder) if folder.is_dir() else [])
     for s in suites:

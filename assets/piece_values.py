@@ -49,11 +49,11 @@ def piece_values_eval_asset(model: str) -> dg.AssetsDefinition:
         if not report.rows:
             raise dg.Failure(f"{model}: its test split has no rows with a target to evaluate")
         write_results(st, name, context.run.run_id, [(model, *r) for r in report.result_rows()])
-        png = piece_values_png(report.by_phase, PUBLISHED, f"{model}: piece values by game phase")
+        png = piece_values_png(report.by_phase, PUBLISHED, f"{model}: piece values by game phase (pawn = 1 overall)")
         out = report_dir(st, model)
         write_png(out / "piece_values_by_phase.png", png)
         text = (
-            f"# {model}: piece values\n\n{report.table_md()}\n\n## By game phase (pawn = 1 in each phase)\n\n"
+            f"# {model}: piece values\n\n{report.table_md()}\n\n## By game phase (pawn = 1 over all phases)\n\n"
             f"{report.phase_md()}\n\n## Test error\n\n{report.error_md()}\n"
         )
         path = out / "piece_values.md"
@@ -66,6 +66,7 @@ def piece_values_eval_asset(model: str) -> dg.AssetsDefinition:
                 "by_phase": dg.MetadataValue.md(report.phase_md()),
                 "by_phase_chart": png_md(png, "piece values by game phase"),
                 "test_error": dg.MetadataValue.md(report.error_md()),
+                "split_protocol": report.protocol,
                 "test_positions": report.rows,
                 "test_mae": round(report.mae, 4),
                 "baseline_mae": round(report.baseline_mae, 4),

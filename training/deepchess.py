@@ -35,7 +35,8 @@ import pyarrow.parquet as pq
 import torch
 from torch import nn
 
-from training.checkpoints import evaluate, load_model, resolve_device
+from pipeline.storage import StorePath
+from training.checkpoints import evaluate, load_model, resolve_device, store_location
 from training.data import LoaderConfig, ParquetBatches
 from training.encoders import Batch, material_balance, unpack
 from training.models import DeepChess
@@ -205,8 +206,9 @@ class MaterialBaseline:
 # Comparing positions with a trained model. ----------------------------------------------------
 
 
-def load_comparator(checkpoint: Path | str, device: str = "cpu") -> tuple[DeepChess, dict]:
-    model, ck = load_model(Path(checkpoint), device)
+def load_comparator(checkpoint: StorePath | str, device: str = "cpu") -> tuple[DeepChess, dict]:
+    """A DeepChess checkpoint's best model (a file, or an object of an S3 store) and the checkpoint."""
+    model, ck = load_model(store_location(checkpoint), device)
     if not isinstance(model, DeepChess):
         raise ValueError(f"{checkpoint}: not a DeepChess comparator (model {ck['config']['model']})")
     return model, ck
@@ -371,7 +373,7 @@ def run_figures(cfg, checkpoint: Path | str) -> dict:
     test, the pairs the model was evaluated on) and the model's accuracy on train pairs (the
     first max_eval_rows rows of train, pairs drawn as for val). cfg: the run's TrainConfig."""
     from pipeline import storage
-    from pipeline.datasets import dataset_dir
+    from pipeline.datasets import built_with, dataset_dir
     from pipeline.store import Store
 
     folder = dataset_dir(Store(storage.parse_root(cfg.store)), cfg.dataset)
@@ -395,8 +397,9 @@ def run_figures(cfg, checkpoint: Path | str) -> dict:
         "pairs_train": train_pairs.rows,
         "pairs_val": held["val"].rows,
         "pairs_test": held["test"].rows,
+        "split": built_with(files["test"]).get("split", {}),
     }
-    model, ck = load_model(Path(checkpoint))
+    model, ck = load_model(store_location(checkpoint))
     from training.encoders import get_encoder
 
     m = evaluate(model, held["train"], get_encoder(ck["encoder"]["name"]), torch.device("cpu"), 2, 1.0, False)

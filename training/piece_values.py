@@ -46,6 +46,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
+from pipeline.datasets import built_with, protocol_text
+from pipeline.storage import StorePath
 from training.checkpoints import load_model, store_location
 from training.encoders import MATERIAL_VALUES, Batch, PieceRows, get_encoder
 from training.models import PIECE_TYPES, PieceValueNet
@@ -73,9 +75,10 @@ def boards_batch(boards: Iterable[chess.Board]) -> Batch:
     return Batch(torch.from_numpy(planes), w, torch.from_numpy(castling), torch.zeros_like(w))
 
 
-def load_piece_value_net(checkpoint: Path | str, device: str = "cpu") -> PieceValueNet:
-    """The best model of a piece-value checkpoint (training.checkpoints.load_model), ready to use."""
-    model, ck = load_model(Path(checkpoint), device)
+def load_piece_value_net(checkpoint: StorePath | str, device: str = "cpu") -> PieceValueNet:
+    """The best model of a piece-value checkpoint (a file, or an object of an S3 store: a
+    StorePath or its text; training.checkpoints.load_model), ready to use."""
+    model, ck = load_model(store_location(checkpoint), device)
     if not isinstance(model, PieceValueNet):
         raise ValueError(f"{checkpoint}: a {ck['config']['model']} model, not a piece-value network")
     return model.to(device)
@@ -138,18 +141,41 @@ class PieceValueReport:
     relative: dict = field(default_factory=dict)
     """piece type -> mean value / the pawn's mean value (pawn = 1), as Team 44 reported them."""
     by_phase: dict = field(default_factory=dict)
-    """phase -> {piece type -> value / that phase's pawn mean}, plus 'pawn_raw' (the pawn's mean)."""
+    """phase -> {piece type -> that phase's mean value / the pawn's mean over all phases}, plus
+    'pawn_raw' (the pawn's mean in the phase, model units). One unit for every phase: a phase's
+    own pawn mean is no unit, since where both sides have the same pawns (most openings) the
+    target does not pin a pawn's value down (it was 0.1 of a Stockfish pawn in one run's
+    openings, which made that run's opening queen 82 pawns)."""
+    linear_fit: dict = field(default_factory=dict)
+    """piece type -> the value a linear fit of the target on the piece-count differences of train
+    gives (model units; through the sigmoid for the result variant): what the labels themselves
+    say a piece is worth, with no context, the yardstick for ours."""
     counts: dict = field(default_factory=dict)
     """phase -> {piece type -> pieces}, and 'positions' -> {phase -> positions}."""
+    split: dict = field(default_factory=dict)
+    """How the test file was split (pipeline.datasets.built_with: `by` game or position, `guard`):
+    ours, or the published protocol (by position, no leakage guard)."""
+
+    @property
+    def protocol(self) -> str:
+        """The split protocol in words."""
+        return protocol_text(self.split)
 
     def table_md(self) -> str:
         """Ours beside Team 44's and the book's, pawn = 1."""
-        lines = ["| piece | ours (pawn = 1) | Team 44 | book | ours, model units |", "|---|---|---|---|---|"]
+        lines = [
+            "| piece | ours (pawn = 1) | Team 44 | book | linear fit of train's labels (pawn = 1) "
+            "| ours, model units | linear fit, model units |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        pawn_fit = self.linear_fit.get("pawn", math.nan)
         for i, t in enumerate(PIECE_TYPES):
             book = f"{BOOK_VALUES[i]:g}" if i < len(BOOK_VALUES) else "-"
+            fit = self.linear_fit.get(t)
             lines.append(
                 f"| {t} | {self.relative.get(t, math.nan):.2f} | {PUBLISHED.get(t, 1.0 if t == 'pawn' else '-')} "
-                f"| {book} | {self.average.get(t, math.nan):.3f} |"
+                f"| {book} | {'-' if fit is None else f'{fit / pawn_fit:.2f}'} | {self.average.get(t, math.nan):.3f} "
+                f"| {'-' if fit is None else f'{fit:.3f}'} |"
             )
         return "\n".join(lines)
 
@@ -157,6 +183,7 @@ class PieceValueReport:
         """The test error beside the book-material baseline's."""
         unit = "pawns" if self.output == "linear" else "result"
         return (
+            f"Test split: {self.protocol}.\n\n"
             f"| on {self.rows:,} test positions | MAE ({unit}) | RMSE ({unit}) | MSE |\n|---|---|---|---|\n"
             f"| piece-value network | {self.mae:.3f} | {self.rmse:.3f} | {self.mse:.4f} |\n"
             f"| book material x {self.baseline_fit[0]:.3f} + {self.baseline_fit[1]:.3f} "
@@ -167,6 +194,8 @@ class PieceValueReport:
         """(suite, metric, value, n, detail) rows for evaluation_results (suite `piece_values`)."""
         suite, rows = "piece_values", []
         unit = "pawns" if self.output == "linear" else "result"
+        rows.append((suite, "split_by_position", float(self.split.get("by") == "position"), self.rows, self.protocol))
+        rows.append((suite, "leakage_guard", float(self.split.get("guard", True)), self.rows, self.protocol))
         for name, ours, base in (("mae", self.mae, self.baseline_mae), ("rmse", self.rmse, self.baseline_rmse)):
             rows.append((suite, f"test_{name}_{unit}", ours, self.rows, f"book material baseline {base:.4f}"))
             rows.append(
@@ -177,15 +206,32 @@ class PieceValueReport:
             if t in self.relative:
                 pub = f"Team 44 {PUBLISHED[t]}, book {BOOK_VALUES[i]:g}" if t in PUBLISHED else ""
                 rows.append((suite, f"value_{t}", self.relative[t], n, f"pawn = 1; {pub}".rstrip("; ")))
+            if t in self.linear_fit and self.linear_fit.get("pawn"):
+                rows.append(
+                    (
+                        suite,
+                        f"linear_fit_value_{t}",
+                        self.linear_fit[t] / self.linear_fit["pawn"],
+                        self.rows,
+                        "pawn = 1; a linear fit of train's target on the piece-count differences",
+                    )
+                )
             for p in PHASES:
                 if t in self.by_phase.get(p, {}):
                     rows.append(
-                        (suite, f"value_{t}_{p}", self.by_phase[p][t], self.counts[p][t], f"pawn = 1 in the {p}")
+                        (
+                            suite,
+                            f"value_{t}_{p}",
+                            self.by_phase[p][t],
+                            self.counts[p][t],
+                            f"in the {p}; pawn = 1 over all phases",
+                        )
                     )
         return rows
 
     def phase_md(self) -> str:
-        """Values by game phase, pawn = 1 within each phase, and the pawn's own value per phase."""
+        """Values by game phase, pawn = 1 over all phases (the overall table's unit), and the pawn's
+        own value per phase in model units."""
         lines = ["| piece | " + " | ".join(PHASES) + " |", "|---" * (len(PHASES) + 1) + "|"]
         for t in PIECE_TYPES:
             cells = [self.by_phase.get(p, {}).get(t, math.nan) for p in PHASES]
@@ -235,25 +281,39 @@ def _planes(table: pa.Table) -> np.ndarray:
     )
 
 
-def fit_baseline(material: np.ndarray, y: np.ndarray, output: str) -> tuple[float, float]:
-    """(scale, offset) minimising the MSE of f(scale x material + offset) against y (f the
-    identity or the sigmoid): least squares, or a few hundred LBFGS steps for the sigmoid."""
+def fit_linear(x: np.ndarray, y: np.ndarray, output: str) -> np.ndarray:
+    """Weights w (one per column of x, then the offset) minimising the MSE of f(x @ w[:-1] +
+    w[-1]) against y (f the identity or the sigmoid): least squares, or a few hundred LBFGS
+    steps for the sigmoid."""
+    x = np.asarray(x, dtype=np.float64).reshape(len(y), -1)
+    a = np.concatenate([x, np.ones((len(x), 1))], 1)
     if output == "linear":
-        a = np.stack([material, np.ones_like(material)], 1)
-        scale, offset = np.linalg.lstsq(a, y, rcond=None)[0]
-        return float(scale), float(offset)
-    x, t = torch.tensor(material, dtype=torch.float64), torch.tensor(y, dtype=torch.float64)
-    p = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+        return np.linalg.lstsq(a, y, rcond=None)[0]
+    at, t = torch.tensor(a), torch.tensor(y, dtype=torch.float64)
+    p = torch.zeros(a.shape[1], dtype=torch.float64, requires_grad=True)
     opt = torch.optim.LBFGS([p], max_iter=200, line_search_fn="strong_wolfe")
 
     def closure():
         opt.zero_grad()
-        loss = ((torch.sigmoid(p[0] * x + p[1]) - t) ** 2).mean()
+        loss = ((torch.sigmoid(at @ p) - t) ** 2).mean()
         loss.backward()
         return loss
 
     opt.step(closure)
-    return float(p[0]), float(p[1])
+    return p.detach().numpy()
+
+
+def fit_baseline(material: np.ndarray, y: np.ndarray, output: str) -> tuple[float, float]:
+    """(scale, offset) minimising the MSE of f(scale x material + offset) against y (f the
+    identity or the sigmoid)."""
+    scale, offset = fit_linear(material, y, output)
+    return float(scale), float(offset)
+
+
+def piece_count_differences(planes: np.ndarray) -> np.ndarray:
+    """(N, 5) White's count minus Black's of P N B R Q, of (N, 96) planes."""
+    bits = np.unpackbits(planes.reshape(-1, 12, 8), axis=2).sum(axis=2).astype(np.float64)
+    return bits[:, :5] - bits[:, 6:11]
 
 
 def _baseline(material: np.ndarray, fit: tuple[float, float], output: str) -> np.ndarray:
@@ -262,13 +322,13 @@ def _baseline(material: np.ndarray, fit: tuple[float, float], output: str) -> np
 
 
 def evaluate_checkpoint(
-    checkpoint: Path | str, max_rows: int = 0, device: str | torch.device = "cpu"
+    checkpoint: StorePath | str, max_rows: int = 0, device: str | torch.device = "cpu"
 ) -> tuple[PieceValueReport, dict]:
     """evaluate_piece_values on the test and train files the checkpoint was trained on (its
     lineage), with the target column it learned; also returns the checkpoint."""
     from pipeline import storage
 
-    model, ck = load_model(Path(checkpoint), str(device))
+    model, ck = load_model(store_location(checkpoint), str(device))
     if not isinstance(model, PieceValueNet):
         raise ValueError(f"{checkpoint}: a {ck['config']['model']} model, not a piece-value network")
     splits = {s: store_location(ck["dataset"]["splits"][s]["path"]) for s in ("train", "test")}
@@ -297,7 +357,7 @@ def evaluate_piece_values(
     output = model.output
     tab = _table(Path(test), max_rows)
     tab = tab.filter(pa.compute.is_valid(tab.column(target)))
-    rep = PieceValueReport(rows=tab.num_rows, output=output)
+    rep = PieceValueReport(rows=tab.num_rows, output=output, split=built_with(Path(test)).get("split", {}))
     if not tab.num_rows:
         return rep
     phase = np.array(tab.column("phase").to_pylist())
@@ -321,7 +381,10 @@ def evaluate_piece_values(
     rep.rmse = math.sqrt(rep.mse)
     tr = pq.read_table(train, columns=["planes", target]).slice(0, 200_000)
     tr = tr.filter(pa.compute.is_valid(tr.column(target)))
-    rep.baseline_fit = fit_baseline(book_material(_planes(tr)), tr.column(target).to_numpy().astype(np.float64), output)
+    tr_planes, tr_y = _planes(tr), tr.column(target).to_numpy().astype(np.float64)
+    rep.baseline_fit = fit_baseline(book_material(tr_planes), tr_y, output)
+    weights = fit_linear(piece_count_differences(tr_planes), tr_y, output)  # P N B R Q, then the offset
+    rep.linear_fit = {t: float(w) for t, w in zip(PIECE_TYPES[:5], weights[:5])}
     berr = _baseline(book_material(_planes(tab)), rep.baseline_fit, output) - y
     rep.baseline_mse, rep.baseline_mae = float(np.mean(berr**2)), float(np.mean(np.abs(berr)))
     rep.baseline_rmse = math.sqrt(rep.baseline_mse)
@@ -332,7 +395,7 @@ def evaluate_piece_values(
         rep.relative = {t: float(avg[i] / avg[0]) for i, t in enumerate(PIECE_TYPES) if total_n[i] and total_n[0]}
         for p in PHASES:
             a = sums[p] / counts[p]
-            row = {t: float(a[i] / a[0]) for i, t in enumerate(PIECE_TYPES) if counts[p][i] and counts[p][0]}
+            row = {t: float(a[i] / avg[0]) for i, t in enumerate(PIECE_TYPES) if counts[p][i] and total_n[0]}
             if counts[p][0]:
                 row["pawn_raw"] = float(a[0])
             rep.by_phase[p] = row

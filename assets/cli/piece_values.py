@@ -6,25 +6,29 @@ the store's Dagster instance, never the newest file in a folder."""
 
 import argparse
 import math
-from pathlib import Path
 
 import dagster as dg
 
 from assets.cli.runtime import open_instance, open_store
+from pipeline.storage import StorePath
 
 DEFAULT_MODEL = "piece_value_net"
 
 
-def model_checkpoint(instance: dg.DagsterInstance, model: str) -> Path:
-    """The checkpoint of the model asset's latest materialisation, or SystemExit saying what to run."""
+def model_checkpoint(instance: dg.DagsterInstance, model: str) -> StorePath:
+    """The checkpoint of the model asset's latest materialisation (a file, or an object of an S3
+    store), or SystemExit saying what to run."""
+    from pipeline import storage
+    from training.checkpoints import store_location  # torch: imported when the command runs
+
     event = instance.get_latest_materialization_event(dg.AssetKey(model))
     mat = event.asset_materialization if event is not None else None
     if mat is None or "checkpoint" not in mat.metadata:
         raise SystemExit(
             f"chess-pipeline piece-values: {model} is not trained yet (run `chess-pipeline train {model}`)"
         )
-    path = Path(str(mat.metadata["checkpoint"].value))
-    if not path.is_file():
+    path = store_location(str(mat.metadata["checkpoint"].value))  # an S3 store's: s3://bucket/key
+    if not storage.exists(path):
         raise SystemExit(
             f"chess-pipeline piece-values: {path}, the checkpoint of {model}'s latest training, is gone "
             f"(run `chess-pipeline train {model}` again)"

@@ -28,7 +28,7 @@ def one_core(monkeypatch):
 
 def test_deepchess_model_and_evaluations_end_to_end(instance, tmp_path, stockfish, fics_2022, shared_data, one_core):
     store = Store(tmp_path / "store").ensure()
-    add_pgn(store, tmp_path, "games.pgn", first_games(fics_2022, 300, tmp_path / "src.pgn"))
+    add_pgn(store, tmp_path, "games.pgn", first_games(fics_2022, 150, tmp_path / "src.pgn"))
     build_dataset(store, "deepchess", {}, SplitConfig(val_fraction=0.2, test_fraction=0.2))
     resources = {"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(workers=1)}
     trained = dg.materialize(
@@ -36,7 +36,7 @@ def test_deepchess_model_and_evaluations_end_to_end(instance, tmp_path, stockfis
         selection=[MODEL],
         instance=instance,
         resources=resources,
-        run_config={"ops": {MODEL: {"config": {"epochs": 2, "batch_size": 64}}}},
+        run_config={"ops": {MODEL: {"config": {"epochs": 1, "batch_size": 64, "max_train_rows": 600}}}},
     )
     assert trained.success
     meta = trained.asset_materializations_for_node(MODEL)[0].metadata
@@ -79,9 +79,9 @@ def test_deepchess_model_and_evaluations_end_to_end(instance, tmp_path, stockfis
         }
         matches = {r[0] for r in con.sql("SELECT DISTINCT match FROM match_games").fetchall()}
         metrics = {
-            (s, k)
-            for s, k in con.sql(
-                "SELECT split, metric FROM model_metrics WHERE model = $m", params={"m": MODEL}
+            (s, k): v
+            for s, k, v in con.sql(
+                "SELECT split, metric, value FROM model_metrics WHERE model = $m", params={"m": MODEL}
             ).fetchall()
         }
     # The comparison player plays 1-ply only: depth 2 and the timed match are left out.
@@ -96,4 +96,8 @@ def test_deepchess_model_and_evaluations_end_to_end(instance, tmp_path, stockfis
     several = sum(len(p.points) >= 2 for p in read_epd(epd / "sts.epd").positions)
     _, n, _ = got[("sts", "solution_ranking")]
     assert n == several
-    assert {("test", "accuracy"), ("test", "material_baseline_accuracy"), ("train", "pair_accuracy")} <= metrics
+    assert {("test", "accuracy"), ("test", "material_baseline_accuracy"), ("train", "pair_accuracy")} <= set(metrics)
+    # Which protocol the figures are on: ours (by game, leakage guard), not the published one.
+    assert (metrics[("test", "split_by_position")], metrics[("test", "leakage_guard")]) == (0.0, 1.0)
+    assert (got[(SUITE, "split_by_position")][0], got[(SUITE, "leakage_guard")][0]) == (0.0, 1.0)
+    assert meta["split_protocol"].value == "split by game, leakage guard on (ours)"

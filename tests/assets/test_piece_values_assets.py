@@ -16,6 +16,7 @@ from pipeline.duck import connect, create_views
 from pipeline.engine import EnginePool, Limit
 from pipeline.labels import LabelRun, label_store
 from pipeline.store import Store
+from tests.pipeline.test_storage_s3 import bucket, endpoint  # noqa: F401  (fixtures: a moto S3 server)
 from tests.stores import add_pgn, first_games
 from tests.test_cli import run_cli
 from training.piece_values import boards_batch, load_piece_value_net, piece_rows
@@ -45,7 +46,7 @@ def evaluated(tmp_path_factory, stockfish, fics_2022):
         selection=["piece_value_net"],
         instance=instance,
         resources=resources,
-        run_config={"ops": {"piece_value_net": {"config": {"epochs": 1, "max_train_rows": 512}}}},
+        run_config={"ops": {"piece_value_net": {"config": {"epochs": 1, "max_train_rows": 256}}}},
     )
     assert trained.success
     evaluation = dg.materialize(
@@ -79,6 +80,10 @@ def test_the_evaluation_reports_values_per_piece_type_and_phase_beside_the_publi
         )
     assert got["value_pawn"] == 1.0 and {"value_knight", "value_queen_middlegame", "test_mae_pawns"} <= set(got)
     assert got["test_mae_pawns"] == pytest.approx(meta["test_mae"], abs=1e-4)
+    # The split protocol the figures are on (ours: by game, leakage guard on), and the labels' own values.
+    assert (got["split_by_position"], got["leakage_guard"]) == (0.0, 1.0)
+    assert meta["split_protocol"] == "split by game, leakage guard on (ours)"
+    assert {"linear_fit_value_knight", "linear_fit_value_queen"} <= set(got)
 
 
 def test_piece_values_command_prints_every_piece_and_the_score(evaluated):
@@ -118,4 +123,40 @@ def test_piece_values_command_says_in_one_line_what_is_wrong(evaluated):
     assert fails(FEN, "--model", "mlp_bitmap_3class") == (
         "chess-pipeline piece-values: --model must be one of piece_value_net, piece_value_net_result; "
         "got 'mlp_bitmap_3class'"
+    )
+
+
+def test_piece_values_command_reads_a_checkpoint_stored_on_s3(evaluated, bucket, monkeypatch, capsys):  # noqa: F811
+    """A store on S3 (moto's server, as tests/pipeline/test_storage_s3.py): the model asset
+    records its checkpoint as an s3:// object; the command loads it from there (it used to call
+    such a checkpoint gone) and prints what the same weights give, and says in one line when
+    the object is really gone."""
+    from pathlib import Path
+
+    from assets.cli import main
+    from pipeline import storage
+    from pipeline.store import atomic_path
+    from training.piece_values import piece_values
+
+    local = Path(evaluated[1].get_asset_materialization_events()[0].materialization.metadata["checkpoint"].value)
+    st = Store(f"s3://{bucket}/store").ensure()
+    key = st.root / "models" / "piece_value_net" / "run1" / "checkpoint.pt"
+    with atomic_path(key) as tmp:
+        tmp.write_bytes(local.read_bytes())
+    monkeypatch.setenv("DAGSTER_HOME", str(st.dagster_home))  # the S3 store's own instance, as the CLI opens it
+    open_instance(st).report_runless_asset_event(
+        dg.AssetMaterialization("piece_value_net", metadata={"checkpoint": dg.MetadataValue.path(str(key))})
+    )
+    main(["--home", f"s3://{bucket}/store", "piece-values", FEN])
+    lines = capsys.readouterr().out.strip().splitlines()
+    expected = piece_values(FEN, load_piece_value_net(local))
+    assert [(p.split()[0], float(p.split()[3])) for p in lines[1:-1]] == [
+        (sq, pytest.approx(v, abs=0.006)) for sq, v in expected.items()
+    ]
+    storage.delete(key)
+    with pytest.raises(SystemExit) as e:
+        main(["--home", f"s3://{bucket}/store", "piece-values", FEN])
+    assert str(e.value.code) == (
+        f"chess-pipeline piece-values: {key}, the checkpoint of piece_value_net's latest training, is gone "
+        "(run `chess-pipeline train piece_value_net` again)"
     )

@@ -54,14 +54,16 @@ def dc_store(tmp_path_factory, fics_2022) -> Store:
 
 @pytest.fixture(scope="module")
 def trained(dc_store, tmp_path_factory):
-    """A quick run of the shared loop: 1 pretraining epoch a layer, 4 epochs on pairs (~20 s)."""
+    """A quick run of the shared loop, shared by the tests below: 1 pretraining epoch a layer, 2
+    epochs on pairs of 32 (about 180 steps; 140 or 90 steps in batches of 64 or 128 left it on
+    the 50% plateau on one build of this data and not on another, so not fewer)."""
     out = tmp_path_factory.mktemp("dc_run")
     cfg = TrainConfig(
         store=str(dc_store.root),
         dataset="deepchess",
         model="deepchess",
         encoder="bitmap773",
-        epochs=4,
+        epochs=2,
         pretrain_epochs=1,
         patience=5,
         batch_size=32,
@@ -170,7 +172,7 @@ def test_trained_comparator_is_antisymmetric_in_most_pairs(dc_store, trained):
     torch.manual_seed(1)
     untrained = build_model(PRESETS["deepchess"], ENC.shape, 2).eval()
     ours, fresh = flip_rate(model, test), flip_rate(untrained, test)
-    assert ours >= 0.8, ours  # measured 0.97 on this data
+    assert ours >= 0.8, ours  # measured 0.94 and 0.97 on two builds of this data
     assert fresh < 0.8, fresh  # measured 0.00: an untrained comparator answers by its biases, whatever the order
 
 
@@ -191,14 +193,15 @@ def accuracy_where_material_is_equal(model, baseline, pairs) -> tuple[float, flo
 
 
 def test_quick_run_beats_the_material_baseline_on_held_back_pairs_of_equal_material(dc_store, trained):
-    """Overall, on this little data the quick run is below the baseline (63% against 69% on
-    test; on the shared data's quick profile the two are level, README), so the test holds the
-    model to what material cannot tell: pairs of equal material, where the baseline guesses."""
+    """Overall, on this little data (about 5,850 train positions) the quick run is below the baseline
+    (63% against 70% on test; on the 9,541-game store of the README a finished quick schedule
+    beats it by 2.9 points), so the test holds the model to what material cannot tell: pairs of
+    equal material, where the baseline guesses."""
     cfg, result = trained
     assert result.pretrain and {r["layer"] for r in result.pretrain} == {0, 1, 2, 3}
-    assert [h["epoch"] for h in result.history] == [0, 1, 2, 3]
+    assert [h["epoch"] for h in result.history] == [0, 1]
     ck = torch.load(result.checkpoint, weights_only=False)
-    assert ck["optimizer"]["param_groups"][0]["lr"] == pytest.approx(1e-3 * 0.98**3)  # x0.98 each epoch
+    assert ck["optimizer"]["param_groups"][0]["lr"] == pytest.approx(1e-3 * 0.98)  # x0.98 each epoch
     assert ck["pretrain"] == result.pretrain  # kept for a resumed run's report
     train_pairs = PairBatches(split(dc_store, "train"), LoaderConfig(batch_size=cfg.batch_size), seed=cfg.seed)
     baseline = MaterialBaseline.fit(train_pairs)

@@ -189,18 +189,25 @@ def trained(tmp_path_factory, stockfish, fics_2022):
         batch_size=64,
         max_train_rows=64 * 60,
         max_eval_rows=500,
-        threads=2,
+        threads=1,
         out=str(tmp / "run"),
     )
     result = train(cfg, log=lambda s: None)
     return store, result
 
 
-def test_a_quick_run_beats_book_material_with_a_fitted_scale_on_held_back_games(trained):
+@pytest.fixture(scope="module")
+def report(trained):
+    """The trained model on (the first 1,000 rows of) its test split, shared by the tests below."""
     store, result = trained
     folder = dataset_dir(store, "piece_values")
     model = load_piece_value_net(result.checkpoint)
-    report = evaluate_piece_values(model, folder / "test.parquet", folder / "train.parquet", max_rows=1000)
+    return evaluate_piece_values(model, folder / "test.parquet", folder / "train.parquet", max_rows=1000)
+
+
+def test_a_quick_run_beats_book_material_with_a_fitted_scale_on_held_back_games(trained, report):
+    store, _ = trained
+    folder = dataset_dir(store, "piece_values")
     assert report.rows == min(1000, pq.read_metadata(folder / "test.parquet").num_rows)
     assert report.mse < report.baseline_mse, (report.mse, report.baseline_mse)
     # The baseline really is book material: its fitted scale turns it into Stockfish's pawns.
@@ -262,3 +269,33 @@ def test_both_variants_score_boards_for_search_in_centipawn_units(trained, tmp_p
         white_view = to_score(out)
         scores = NetworkEvaluator(checkpoint).evaluate(boards)
         assert scores == pytest.approx([white_view[0], -white_view[1]], abs=1e-3)
+
+
+def test_values_by_phase_share_one_unit_and_the_labels_linear_fit_is_beside_them(trained, report):
+    """Each phase's values are in the overall pawn unit, so the phases average back to the
+    overall values (with a phase's own pawn as the unit they do not, and a phase where the pawn
+    is barely pinned down, most openings, blew up: an opening queen of 82 pawns); and the linear
+    fit of train's labels on the piece-count differences, counted here with python-chess."""
+    from pipeline.encoding import fen_from_row
+
+    folder = dataset_dir(trained[0], "piece_values")
+    for t, overall in report.relative.items():
+        n = {p: report.counts[p][t] for p in report.by_phase if t in report.by_phase[p]}
+        mean = sum(report.by_phase[p][t] * k for p, k in n.items()) / sum(n.values())
+        assert mean == pytest.approx(overall, rel=1e-6), t
+    assert report.split == {"seed": 0, "val_fraction": 0.2, "test_fraction": 0.2, "by": "game", "guard": True}
+    cols = ["planes", "side_to_move", "castling", "ep_square", "halfmove_clock", "fullmove_number", "target"]
+    train_rows = pq.read_table(folder / "train.parquet", columns=cols).to_pylist()
+    x, y = [], []
+    for r in train_rows:
+        board = chess.Board(fen_from_row(*(r[c] for c in cols[:-1])))
+        x.append(
+            [len(board.pieces(p, chess.WHITE)) - len(board.pieces(p, chess.BLACK)) for p in chess.PIECE_TYPES[:5]] + [1]
+        )
+        y.append(r["target"])
+    weights = np.linalg.lstsq(np.array(x, dtype=float), np.array(y), rcond=None)[0]
+    assert [report.linear_fit[t] for t in ("pawn", "knight", "bishop", "rook", "queen")] == pytest.approx(
+        weights[:5], abs=1e-6
+    )
+    assert report.linear_fit["queen"] > 4 * report.linear_fit["pawn"] > 0  # to Stockfish a queen is many pawns
+    assert ("piece_values", "linear_fit_value_queen") in {r[:2] for r in report.result_rows()}
