@@ -27,3 +27,38 @@ def test_verdict_compares_with_the_better_baseline_beyond_noise():
     assert "beats the majority class but has not learnt material yet" in verdict(0.767, 0.74, 0.812, 17510)
     assert "nothing beyond the majority class" in verdict(0.7188, 0.7188, 0.7963, 1561)  # issue 19's 10k rows
     assert "learnt little beyond it" in verdict(0.72, 0.71, 0.66, 4000)  # majority is the better one here
+
+
+def test_verdict_takes_the_paired_interval_clustered_by_game_when_given():
+    # Issue 19's demo set: material 81.2% on 17,510 test positions of 393 games. A network 1.8 points
+    # ahead is beyond the interval that takes each position for independent (+/-0.82), but within
+    # the paired one clustered by game (+/-1.86): noise, said so.
+    assert "learnt more than material" in verdict(0.830, 0.740, 0.812, 17510)
+    leads = {"material_lead": 0.018, "material_lead_ci95": 0.0186, "lead_clusters": 393}
+    noisy = verdict(0.830, 0.740, 0.812, 17510, leads)
+    said = "material rule 81.20%; lead over material +1.80%, its 95% interval +/-1.86% (paired, clustered by the 393"
+    assert said in noisy
+    assert "within noise of the better baseline" in noisy
+    clear = verdict(
+        0.834, 0.740, 0.812, 17510, {"material_lead": 0.022, "material_lead_ci95": 0.0161, "lead_clusters": 393}
+    )
+    assert clear.endswith("it has learnt more than material")
+    over_majority = {"majority_lead": 0.01, "majority_lead_ci95": 0.02, "lead_clusters": 100}
+    assert "lead over the majority class" in verdict(0.72, 0.71, 0.66, 4000, over_majority)
+
+
+def test_verdict_says_per_position_when_no_game_grouping_applied():
+    # lead_clusters 0: the test rows could not be matched to their games, the interval is per row.
+    leads = {"material_lead": 0.018, "material_lead_ci95": 0.0082, "lead_clusters": 0}
+    said = verdict(0.830, 0.740, 0.812, 17510, leads)
+    assert "(paired, per position (no game grouping))" in said and "test games" not in said
+
+
+def test_verdict_judges_the_majority_class_by_its_own_lead_and_interval():
+    # Far below material, 2 points over the majority class: beyond the majority lead's own interval
+    # (+/-1.5) it beats the majority class; within it (+/-3.0) it has not, whatever material's interval.
+    below = {"material_lead": -0.05, "material_lead_ci95": 0.01, "lead_clusters": 300}
+    beats = verdict(0.76, 0.74, 0.81, 17510, below | {"majority_lead": 0.02, "majority_lead_ci95": 0.015})
+    assert "it beats the majority class but has not learnt material yet" in beats
+    noise = verdict(0.76, 0.74, 0.81, 17510, below | {"majority_lead": 0.02, "majority_lead_ci95": 0.03})
+    assert "it has learnt nothing beyond the majority class" in noise

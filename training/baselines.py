@@ -75,6 +75,16 @@ def _targets_and_material(batches: Iterable[Batch], with_material: bool = True) 
     return np.concatenate(ys), np.concatenate(ms)
 
 
+def material_predictions(dataset: str, balance: np.ndarray) -> np.ndarray | None:
+    """The material rule's class for each material balance in `balance` (pawn units, rounded and
+    clipped to the rule's table); None when the dataset has no material rule (material_classes)."""
+    rule = material_classes(dataset)
+    if rule is None:
+        return None
+    d = np.clip(np.rint(np.asarray(balance)).astype(np.int64), -4 * MATERIAL_RANGE, 4 * MATERIAL_RANGE)
+    return np.vectorize(rule.__getitem__, otypes=[np.int64])(d)
+
+
 def baselines(
     dataset: str, classes: int, train: Iterable[Batch], test: Iterable[Batch], cp_per_unit: float = 0.0
 ) -> dict:
@@ -95,10 +105,8 @@ def baselines(
         majority = int(counts.argmax())
         out["majority_class"] = majority
         out["majority_class_accuracy"] = float((y_test.astype(np.int64) == majority).mean())
-        rule = material_classes(dataset)
-        if rule is not None:
-            d = np.clip(np.rint(m_test).astype(np.int64), -4 * MATERIAL_RANGE, 4 * MATERIAL_RANGE)
-            pred = np.vectorize(rule.__getitem__, otypes=[np.int64])(d)
+        pred = material_predictions(dataset, m_test)
+        if pred is not None:
             out["material_baseline_accuracy"] = float((pred == y_test.astype(np.int64)).mean())
         return out
     mean = float(y_train.mean())

@@ -79,6 +79,27 @@ def oriented(batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return board, castling, stm
 
 
+_REVERSED_BITS = torch.tensor([int(f"{i:08b}"[::-1], 2) for i in range(256)], dtype=torch.uint8)
+"""Each byte with its bits in reverse order: a rank of a bitboard mirrored a <-> h."""
+
+
+def file_mirrorable(batch: Batch) -> torch.Tensor:
+    """(B,) bool: rows whose value a file mirror (a <-> h) keeps, those where neither side may
+    castle. A mirrored castling right would name a rook and king on squares the rules do not
+    know; with none, the mirrored position is legal and of the same value (chess has no other
+    file asymmetry; en passant mirrors with its pawns)."""
+    return batch.castling == 0
+
+
+def mirror_files(batch: Batch, rows: torch.Tensor) -> Batch:
+    """The batch with `rows` (B,) bool mirrored a <-> h (every bitboard byte bit-reversed); the
+    other rows, the side to move, castling, the mirrored flags and the targets as they are.
+    Training-time augmentation (ModelSpec.mirror_files): callers pass rows of file_mirrorable only."""
+    flipped = _REVERSED_BITS.to(batch.planes.device)[batch.planes.long()]
+    planes = torch.where(rows[:, None], flipped, batch.planes)
+    return Batch(planes, batch.white_to_move, batch.castling, batch.mirrored, batch.target)
+
+
 class Encoder:
     name = ""
     version = 1
@@ -159,7 +180,32 @@ def piece_slots(batch):
         yield present.gather(1, order), order
 
 
-ENCODERS: dict[str, Encoder] = {e.name: e for e in (Bitmap768(), Bitmap773(), Algebraic(), Mailbox64(), PieceList())}
+class Bitmap768Counts(Encoder):
+    """The 768 piece bits (`bitmap768`, flattened) followed by the 12 piece counts P N B R Q K
+    p n b r q k, the side to move's first when mirrored (780 numbers). Material is a sum over the
+    board: given the counts, a network need not learn each piece's value square by square from
+    the bits, which it fails to do on a few thousand games (README, Training: issue 19)."""
+
+    name, shape = "bitmap768_counts", (780,)
+
+    def __call__(self, batch):
+        board = oriented(batch)[0]
+        return torch.cat([board.flatten(1), board.flatten(2).sum(2)], dim=1)
+
+
+class PieceCounts(Encoder):
+    """The 12 piece counts alone (as in `bitmap768_counts`): what a material evaluation sees."""
+
+    name, shape = "piece_counts", (12,)
+
+    def __call__(self, batch):
+        return oriented(batch)[0].flatten(2).sum(2)
+
+
+ENCODERS: dict[str, Encoder] = {
+    e.name: e
+    for e in (Bitmap768(), Bitmap773(), Algebraic(), Mailbox64(), PieceList(), Bitmap768Counts(), PieceCounts())
+}
 
 
 def get_encoder(name: str) -> Encoder:

@@ -48,6 +48,11 @@ class ModelSpec:
     """The learning rate is multiplied by this after every epoch (DeepChess: 0.98)."""
     pretrain_lr: float = 5e-3
     """Adam's learning rate of a layer-wise pretraining (DeepChess's Pos2Vec: 5e-3, times lr_decay per epoch)."""
+    weight_decay: float = 0.0
+    """Decoupled weight decay (AdamW; SGD's own); 0: none, as every published recipe here."""
+    mirror_files: bool = False
+    """Augmentation: each training row where neither side may castle is mirrored a <-> h with
+    probability 1/2, afresh every epoch (training.encoders.mirror_files; the value is unchanged)."""
 
     def __post_init__(self):
         check_choice("model kind", self.kind, get_args(ModelKind))
@@ -93,6 +98,28 @@ PRESETS: dict[str, ModelSpec] = {
         dropout=0.3,
         batch_norm=True,
         notes="Sabatelli CNN on the feature input",
+    ),
+    # Ours (issue 19): a small MLP on the 768 bits and the 12 piece counts (`bitmap768_counts`),
+    # regularised (dropout, weight decay, a-h mirroring of rows without castling rights): on a few
+    # thousand games the 3-class MLP above memorises them and ends below the material rule.
+    "mlp_material": ModelSpec(
+        "mlp",
+        hidden=(256, 64),
+        activation="relu",
+        dropout=0.2,
+        weight_decay=0.01,
+        mirror_files=True,
+        notes="ours: 3-class MLP over bits and piece counts, regularised for small data",
+    ),
+    # Ours (issue 19): one hidden layer of 64 over the 12 piece counts (`piece_counts`), Adam(W) 1e-2:
+    # a material evaluation learnt from the labels, where the rule's is fixed (P 1 N 3 B 3 R 5 Q 9).
+    "mlp_counts": ModelSpec(
+        "mlp",
+        hidden=(64,),
+        activation="relu",
+        lr=1e-2,
+        weight_decay=0.01,
+        notes="ours: 3-class MLP over the piece counts, a learnt material evaluation",
     ),
     # Lubeck: 768 -> hidden -> softmax over win/draw/loss; the hidden width scales with the data.
     "lubeck": ModelSpec("mlp", hidden=(256,), activation="relu", notes="Lubeck WDL network (hidden 256 by default)"),

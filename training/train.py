@@ -46,7 +46,7 @@ from training.checkpoints import (
 from training.checkpoints import load_model as load_model  # re-exported: callers load models from here
 from training.choices import Device, check_choice
 from training.data import LoaderConfig, ParquetBatches
-from training.encoders import ENCODERS, get_encoder
+from training.encoders import ENCODERS, file_mirrorable, get_encoder, mirror_files
 from training.models import PRESETS, ModelSpec, OptimizerName, build_model
 
 REGISTRIES = {"dataset": DATASETS, "model": PRESETS, "encoder": ENCODERS}
@@ -180,11 +180,74 @@ def _same_run(a: dict, b: dict) -> bool:
     return {k: v for k, v in a.items() if k not in loose} == {k: v for k, v in b.items() if k not in loose}
 
 
-def _optimizer(name: OptimizerName, params, lr: float) -> torch.optim.Optimizer:
+def _optimizer(name: OptimizerName, params, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:
     check_choice("optimizer", name, get_args(OptimizerName))
     if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=0.9, nesterov=True)
+        return torch.optim.SGD(params, lr=lr, momentum=0.9, nesterov=True, weight_decay=weight_decay)
+    if weight_decay:
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     return torch.optim.Adam(params, lr=lr)
+
+
+def paired_lead(right: np.ndarray, other: np.ndarray, clusters: np.ndarray | None = None) -> tuple[float, float]:
+    """(lead, half-width of its 95% interval) of one classifier over another scored on the same
+    rows: `right` and `other` are (N,) bool, each row right or not. The lead is the difference of
+    the two accuracies; its interval comes from the per-row differences (paired: the noise both
+    share cancels), with a cluster-robust variance over `clusters` (N,) (a row's game: positions
+    of one game are near copies with near the same label, so N rows are worth far fewer
+    independent ones), or over single rows when None."""
+    d = right.astype(np.float64) - other.astype(np.float64)
+    n = len(d)
+    if n < 2:
+        return float(d.mean()) if n else 0.0, float("inf")
+    lead = float(d.mean())
+    keys = np.arange(n) if clusters is None else np.unique(clusters, return_inverse=True)[1]
+    sums = np.bincount(keys, weights=d - lead)
+    g = len(sums)
+    if g < 2:
+        return lead, float("inf")
+    variance = (sums**2).sum() / n**2 * g / (g - 1)
+    return lead, float(1.96 * variance**0.5)
+
+
+def baseline_leads(
+    model: nn.Module, batches: ParquetBatches, encoder, device, dataset: str, majority: int, amp: bool, games=None
+) -> dict:
+    """The model's lead over the majority class and over the material rule (training.baselines)
+    on the same test rows, each with the half-width of its 95% interval, clustered by game where
+    `games` (N,) gives each row's game (paired_lead); `lead_clusters`: how many games, 0 when
+    there is no game grouping (no `games`, or not one per test row): the interval is then per row."""
+    from training.baselines import material, material_classes, material_predictions
+
+    rule = material_classes(dataset)
+    model.eval()
+    right, by_material, by_majority = [], [], []
+    with torch.no_grad(), autocast(device, amp):
+        for batch in batches.epoch(0):
+            batch = batch.to(device)
+            y = batch.target.long()
+            right.append((model(encoder(batch)).float().argmax(1) == y).cpu().numpy())
+            by_majority.append((y == majority).cpu().numpy())
+            if rule is not None:
+                pred = material_predictions(dataset, material(batch).float().cpu().numpy())
+                by_material.append(pred == y.cpu().numpy())
+    if not right:
+        return {}
+    ok = np.concatenate(right)
+    clusters = games if games is not None and len(games) == len(ok) else None
+    out = {"lead_clusters": float(len(np.unique(clusters))) if clusters is not None else 0.0}  # 0: per row
+    out["majority_lead"], out["majority_lead_ci95"] = paired_lead(ok, np.concatenate(by_majority), clusters)
+    if rule is not None:
+        out["material_lead"], out["material_lead_ci95"] = paired_lead(ok, np.concatenate(by_material), clusters)
+    return out
+
+
+def _games(path: Path, rows: int, target: str) -> np.ndarray | None:
+    """The game of each of the first `rows` rows of a split file, in the order an unshuffled
+    loader reads them; None when the file has no game_id or the target leaves rows out."""
+    if target != "target" or "game_id" not in pq.read_schema(path).names:
+        return None
+    return pq.read_table(path, columns=["game_id"]).column(0).to_numpy()[:rows]
 
 
 def train(cfg: TrainConfig, log=print) -> TrainResult:
@@ -223,7 +286,7 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
     n_out = classes or 1
     torch.manual_seed(cfg.seed)
     model = build_model(preset, encoder.shape, n_out).to(device)
-    opt = _optimizer(preset.optimizer, model.parameters(), lr)
+    opt = _optimizer(preset.optimizer, model.parameters(), lr, preset.weight_decay)
     out_dir = store_location(cfg.out) if cfg.out else store / "models" / f"{cfg.dataset}-{cfg.model}-{cfg.encoder}"
     ckpt_path = out_dir / "checkpoint.pt"
     config = asdict(cfg)
@@ -277,6 +340,9 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
                 out_of_time = True  # a short schedule: cut this epoch, evaluate, stop
                 break
             batch = batch.to(device)
+            if preset.mirror_files:  # half of the rows without castling rights, a <-> h (same value)
+                flip = file_mirrorable(batch) & (torch.rand(len(batch.castling)) < 0.5).to(device)
+                batch = mirror_files(batch, flip)
             with autocast(device, cfg.amp):
                 out = model(encoder(batch)).float()
             y = batch.target.long() if classes else batch.target
@@ -330,6 +396,10 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
     result.test = evaluate(model, test_b, encoder, device, classes, cp_unit, cfg.amp)
     if preset.kind != "siamese":  # the majority class and material on the same test rows (pairs: their own)
         result.test.update(baselines(cfg.dataset, classes, train_b.epoch(0), test_b.epoch(0), cp_unit))
+        if classes and "majority_class" in result.test:  # the leads, with their intervals (clustered by game)
+            games = _games(files["test"], test_b.rows, cfg.target)
+            majority = int(result.test["majority_class"])
+            result.test.update(baseline_leads(model, test_b, encoder, device, cfg.dataset, majority, cfg.amp, games))
     else:
         from training.deepchess import pair_baselines
 
@@ -374,6 +444,8 @@ def main(argv: list[str] | None = None) -> None:
         f"(material line {test.get('material_baseline_mse', float('nan')):.5f}, "
         f"train mean {test.get('mean_baseline_mse', float('nan')):.5f}), cp mae {test.get('cp_mae', float('nan')):.1f}"
     )
+    if "material_lead" in test:  # the lead over material, and its 95% interval (clustered by game)
+        summary += f", lead over material {test['material_lead']:+.2%} +/- {test['material_lead_ci95']:.2%}"
     print(f"{summary} on {test.get('rows', 0):,} positions; checkpoint {r.checkpoint}")
 
 

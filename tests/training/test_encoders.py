@@ -135,3 +135,30 @@ def test_feature_planes_of_a_mirrored_row_are_those_of_the_mirrored_board():
     mirrored = get_encoder("features")(batch_of(b, mirrored=[True]))
     direct = get_encoder("features")(batch_of(b.mirror()))
     assert torch.equal(mirrored, direct)
+
+
+def test_bitmap768_counts_and_piece_counts_are_the_bits_and_python_chess_piece_counts():
+    # Black to move, mirrored: the side to move's pieces come first (Black's here).
+    b = chess.Board("r3k3/pp3ppp/8/8/8/8/PPP5/2KR1Q2 b q - 0 1")
+    enc = get_encoder("bitmap768_counts")
+    assert enc.shape == (780,)
+    for mirrored, first, second in ((False, chess.WHITE, chess.BLACK), (True, chess.BLACK, chess.WHITE)):
+        x = enc(batch_of(b, mirrored=[mirrored]))[0]
+        assert x.shape == (780,)
+        assert torch.equal(x[:768], get_encoder("bitmap768")(batch_of(b, mirrored=[mirrored]))[0].flatten())
+        expected = [len(b.pieces(t, c)) for c in (first, second) for t in chess.PIECE_TYPES]
+        assert x[768:].tolist() == expected
+        assert get_encoder("piece_counts")(batch_of(b, mirrored=[mirrored]))[0].tolist() == expected
+
+
+def test_mirror_files_is_python_chess_flip_horizontal_on_the_rows_asked():
+    from training.encoders import file_mirrorable, mirror_files
+
+    no_rights = chess.Board("4k3/1p4p1/8/2N5/5Pp1/8/P7/R3K3 b - f3 0 1")
+    castles = chess.Board()  # both sides may castle: never mirrored
+    batch = batch_of(no_rights, castles, no_rights)
+    assert file_mirrorable(batch).tolist() == [True, False, True]
+    out = mirror_files(batch, torch.tensor([True, False, False]))
+    expected = batch_of(no_rights.transform(chess.flip_horizontal), castles, no_rights)
+    assert torch.equal(out.planes, expected.planes)
+    assert torch.equal(out.castling, batch.castling) and torch.equal(out.white_to_move, batch.white_to_move)

@@ -12,7 +12,7 @@ from tests.stores import first_games, labelled_store
 from training.data import LoaderConfig, ParquetBatches
 from training.encoders import get_encoder
 from training.models import PRESETS, build_model
-from training.train import TrainConfig, load_model, train
+from training.train import TrainConfig, baseline_leads, load_model, train
 
 
 @pytest.fixture(scope="module")
@@ -181,3 +181,57 @@ def test_network_evaluator_scores_boards_as_the_model_saw_its_rows(store, tmp_pa
     if ev.pov == "white":
         expected = np.where(black, -expected, expected)  # the evaluator answers for the side to move
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
+
+
+def test_the_material_mlp_trains_and_states_its_leads_over_the_baselines(store, tmp_path):
+    # The demo's network (mlp_material on bitmap768_counts: weight decay, a-h mirroring) through the
+    # same loop; its leads are the differences of the accuracies measured apart, on the test rows,
+    # clustered by the test file's games.
+    r = train(
+        TrainConfig(
+            store=str(store.root),
+            model="mlp_material",
+            encoder="bitmap768_counts",
+            epochs=2,
+            batch_size=32,
+            device="cpu",
+            out=str(tmp_path / "m"),
+        ),
+        log=lambda s: None,
+    )
+    t = r.test
+    assert np.isclose(t["material_lead"], t["accuracy"] - t["material_baseline_accuracy"])
+    assert np.isclose(t["majority_lead"], t["accuracy"] - t["majority_class_accuracy"])
+    games = pq.read_table(dataset_dir(store, "sabatelli_3class") / "test.parquet", columns=["game_id"])
+    assert t["lead_clusters"] == len(set(games.column(0).to_pylist()))
+    assert 0 < t["material_lead_ci95"] < 1 and 0 <= t["majority_lead_ci95"] < 1  # 0: it always says draw
+    ck = torch.load(r.checkpoint, weights_only=False)
+    assert type(ck["optimizer"]["param_groups"][0]["weight_decay"]) is float
+    assert ck["optimizer"]["param_groups"][0]["weight_decay"] == PRESETS["mlp_material"].weight_decay > 0
+
+
+class _SaysDraw(torch.nn.Module):
+    """Always class 1 (draw), whatever the position."""
+
+    def forward(self, x):
+        out = torch.zeros(len(x), 3)
+        out[:, 1] = 1.0
+        return out
+
+
+def test_leads_say_when_no_game_grouping_applies(store):
+    # Game ids matched to test rows by position: a list of the wrong length cannot be matched, so
+    # the interval is per row and lead_clusters says 0 (no grouping), never the number of rows.
+    path = dataset_dir(store, "sabatelli_3class") / "test.parquet"
+    batches = ParquetBatches(path, LoaderConfig(batch_size=16, shuffle=False))
+    encoder = get_encoder("bitmap768")
+    games = pq.read_table(path, columns=["game_id"]).column(0).to_numpy()
+    grouped = baseline_leads(_SaysDraw(), batches, encoder, torch.device("cpu"), "sabatelli_3class", 1, False, games)
+    assert grouped["lead_clusters"] == len(set(games.tolist())) > 1
+    per_row = baseline_leads(_SaysDraw(), batches, encoder, torch.device("cpu"), "sabatelli_3class", 1, False, None)
+    mismatched = baseline_leads(
+        _SaysDraw(), batches, encoder, torch.device("cpu"), "sabatelli_3class", 1, False, games[:-1]
+    )
+    assert per_row["lead_clusters"] == mismatched["lead_clusters"] == 0
+    assert mismatched["material_lead_ci95"] == per_row["material_lead_ci95"] != grouped["material_lead_ci95"]
+    assert per_row["majority_lead"] == 0.0  # it is the majority class (draw) itself
