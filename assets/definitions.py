@@ -8,7 +8,8 @@ import os
 
 import dagster as dg
 
-from assets import datasets, deepchess, evaluation, ingest, labels, piece_values, selfplay, sensors, training
+from assets import datasets, deepchess, evaluation, ingest, labels, piece_values, reproduce, selfplay, sensors, training
+from assets.lubeck_grid import lubeck_grid
 from assets.profile import executor, profile_from_env
 from assets.resources import StockfishResource, StoreResource
 
@@ -31,8 +32,10 @@ def build_defs(environ=os.environ) -> dg.Definitions:
             *deepchess.deepchess_assets,
             *selfplay.selfplay_assets,
             *piece_values.piece_values_assets,
+            lubeck_grid,
+            *reproduce.reproduction_assets,
         ],
-        jobs=[ingest.ingest_job, labels.relabel_job],
+        jobs=[ingest.ingest_job, labels.relabel_job, reproduce.reproduction_job],
         sensors=[sensors.archives_sensor, labels.labels_automation],
         schedules=[labels.relabel_schedule_from_env(environ)],
         resources={"store": StoreResource(), "stockfish": StockfishResource()},

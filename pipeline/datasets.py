@@ -365,9 +365,12 @@ def empty_reason(con, name: str, values: dict, candidates: int) -> str:
 
 
 def build_dataset(
-    store: Store, name: str, params: dict | None = None, split: SplitConfig = SplitConfig()
+    store: Store, name: str, params: dict | None = None, split: SplitConfig = SplitConfig(), out: Store | None = None
 ) -> DatasetStats:
-    """Materialise one dataset (DATASETS[name]) with params over its defaults."""
+    """Materialise one dataset (DATASETS[name]) with params over its defaults, from the store's
+    tables into `out`'s datasets/<name>/ (default: the store's own; the reproduction's
+    published-split copies go to a store of their own)."""
+    out = out or store
     values = dataset_values(name, params)
     spec = DATASETS[name]
     stats = DatasetStats(name)
@@ -413,9 +416,9 @@ def build_dataset(
             i = table.schema.get_field_index("planes")
             table = table.set_column(i, "planes", table.column("planes").cast(pa.binary(96)))  # as in positions
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), BUILT_KEY: built})
-            write_parquet(dataset_dir(store, name) / f"{s}.parquet", table, row_group_size=ROW_GROUP)
-    stats.folder = str(dataset_dir(store, name))
-    stats.overlap = split_overlap(store, name)
+            write_parquet(dataset_dir(out, name) / f"{s}.parquet", table, row_group_size=ROW_GROUP)
+    stats.folder = str(dataset_dir(out, name))
+    stats.overlap = split_overlap(out, name)
     return stats
 
 
@@ -431,6 +434,16 @@ def built_with(path: Path) -> dict:
     fs, where = storage.read_filesystem(path)
     meta = pq.read_schema(where, filesystem=fs).metadata or {}
     return json.loads(meta[BUILT_KEY]) if BUILT_KEY in meta else {}
+
+
+def protocol_text(split: dict) -> str:
+    """A split file's protocol in words, from the `split` that built_with records (`by` game or
+    position, `guard`): ours (by game, leakage guard on) or the published one (by position, no guard)."""
+    by, guard = split.get("by", "game"), split.get("guard", True)
+    if by == "position" and not guard:
+        return "published protocol: split by position, no leakage guard"
+    ours = " (ours)" if by == "game" and guard else ""
+    return f"split by {by}, leakage guard {'on' if guard else 'off'}{ours}"
 
 
 def dataset_problem(store: Store, name: str) -> str:

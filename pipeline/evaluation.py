@@ -21,6 +21,7 @@ import pyarrow as pa
 from pipeline.duck import load_sql
 from pipeline.engine import EnginePool, Limit
 from pipeline.matches import MatchResult, MatchSpec, play_game, play_match, wilson_interval
+from pipeline.published import HUI_RANDOM_PEAK, KAUFMAN_ANCHOR
 from pipeline.schemas import METRICS_SCHEMA, RESULTS_SCHEMA
 from pipeline.search import AlphaBeta, Evaluator, RandomPlayer, SearchPlayer, StockfishPlayer
 from pipeline.store import Store, write_parquet
@@ -40,9 +41,8 @@ from pipeline.suites import (
 Row = tuple[str, str, float, int, str]
 """(suite, metric, value, n, detail)"""
 
-KAUFMAN_ANCHOR = "Sabatelli: average delta 1.56 pawns (MLP), 1.55 (CNN); 2 of 25 best moves"
 STS_ANCHOR = "DeepChess 1-ply: 1,160 / 15,000 (7.73%); Stockfish 5: 70.0%; Giraffe 1 s: 64.3%"
-RANDOM_ANCHOR = "Hui: 84% wins against the random mover (peak)"
+RANDOM_ANCHOR = f"Hui: {HUI_RANDOM_PEAK:.0%} wins against the random mover (peak)"
 ENDGAME_MATCH = "endgame conversion"
 
 

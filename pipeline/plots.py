@@ -332,7 +332,7 @@ def piece_values_figure(by_phase: dict[str, dict[str, float]], published: dict[s
     for v in published.values():
         ax.axhline(v, color="grey", lw=0.6, ls=":")
     ax.set_xticks(x, phases)
-    ax.set_ylabel("average value (pawn = 1 in each phase)")
+    ax.set_ylabel("average value (pawn = 1 over all phases)")
     ax.set_title(title)
     handles, labels = ax.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=max(len(handles), 1), fontsize=8)
@@ -414,3 +414,42 @@ def selfplay_curve_figure(history: list[dict], title: str) -> Figure:
 def selfplay_curve_png(history: list[dict], title: str) -> bytes:
     """The self-play learning curve (selfplay_curve_figure) as PNG bytes."""
     return _png(selfplay_curve_figure(history, title))
+
+
+def lubeck_grid_figure(cells: Sequence[tuple[str, int, float, float, float, float]], title: str) -> Figure:
+    """cells: (start kind, depth, seconds a move, score, score low, score high)."""
+    kinds = list(dict.fromkeys(c[0] for c in cells))
+    seconds = sorted({c[2] for c in cells})
+    depths = sorted({c[1] for c in cells})
+    fig, axes = plt.subplots(1, len(kinds), figsize=(3.6 * len(kinds) + 1.6, 3.6), dpi=DPI, layout="constrained")
+    axes = np.atleast_1d(axes)
+    x = np.arange(len(seconds))
+    for ax, kind in zip(axes, kinds):
+        for j, depth in enumerate(depths):
+            got = {c[2]: c for c in cells if c[0] == kind and c[1] == depth}
+            xs = [i + (j - (len(depths) - 1) / 2) * 0.08 for i, s in enumerate(seconds) if s in got]
+            pts = [got[s] for s in seconds if s in got]
+            ax.errorbar(
+                xs,
+                [p[3] for p in pts],
+                yerr=[[p[3] - p[4] for p in pts], [p[5] - p[3] for p in pts]],
+                fmt="o-",
+                capsize=3,
+                label=f"depth {depth}",
+            )
+        ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+        ax.set_xticks(x, [f"{s:g}" for s in seconds])
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("seconds a move (Lubeck's clock)")
+        ax.set_title(f"{kind} starts")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("network's score (95% CI)")
+    axes[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
+    fig.suptitle(title)
+    return fig
+
+
+def lubeck_grid_png(cells: Sequence[tuple[str, int, float, float, float, float]], title: str) -> bytes:
+    """The network's score against the traditional evaluation per cell of Lubeck's grid: one panel
+    per start kind, seconds a move across, a line per search depth."""
+    return _png(lubeck_grid_figure(cells, title))

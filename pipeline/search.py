@@ -208,9 +208,11 @@ class _Timeout(Exception):
 
 
 class AlphaBeta:
-    """Negamax alpha-beta at a fixed depth or a time per move (iterative deepening), with a
-    transposition table and move ordering: the table's move first, then the rest by the
-    evaluator's score of the position each leads to (one batch per interior node).
+    """Negamax alpha-beta at a fixed depth, or a time or node budget per move (iterative
+    deepening up to max_depth), with a transposition table and move ordering: the table's move
+    first, then the rest by the evaluator's score of the position each leads to (one batch per
+    interior node). A node budget is the reproducible form of a time budget: the same position,
+    evaluator and budget always give the same search, whatever else loads the machine.
 
     Frontier nodes (depth 1) score all their children in one evaluator call, which is what
     makes a network fast enough to search with.
@@ -223,24 +225,34 @@ class AlphaBeta:
         movetime: float | None = None,
         max_depth: int = 64,
         tt_entries: int = 1 << 20,
+        nodes: int | None = None,
     ):
-        if (depth is None) == (movetime is None):
-            raise ValueError("give exactly one of depth (plies) or movetime (seconds)")
+        if sum(x is not None for x in (depth, movetime, nodes)) != 1:
+            raise ValueError("give exactly one of depth (plies), movetime (seconds) or nodes")
         if depth is not None and depth < 1:
             raise ValueError(f"depth must be at least 1, got {depth}")
+        if nodes is not None and nodes < 1:
+            raise ValueError(f"nodes must be at least 1, got {nodes}")
         self.evaluator = evaluator
         self.depth = depth
         self.movetime = movetime
+        self.max_nodes = nodes
         self.max_depth = depth if depth is not None else max_depth
         self.tt_entries = tt_entries
         self.tt: dict = {}
         self.nodes = 0
         self._deadline = float("inf")
+        self._node_limit = float("inf")
         self._seen: dict = {}
 
     @property
     def name(self) -> str:
-        limit = f"depth {self.depth}" if self.depth is not None else f"{self.movetime:g}s/move"
+        if self.depth is not None:
+            limit = f"depth {self.depth}"
+        elif self.max_nodes is not None:
+            limit = f"{self.max_nodes} nodes/move" + (f" depth <= {self.max_depth}" if self.max_depth < 64 else "")
+        else:
+            limit = f"{self.movetime:g}s/move"
         return f"{self.evaluator.name} alpha-beta {limit}"
 
     def search(self, board: chess.Board) -> SearchResult:
@@ -254,6 +266,7 @@ class AlphaBeta:
             self.tt.clear()
         self._seen = _history_keys(root)
         self._deadline = start + self.movetime if self.movetime is not None else float("inf")
+        self._node_limit = self.max_nodes if self.max_nodes is not None else float("inf")
         best = None
         for depth in range(1, self.max_depth + 1):
             try:
@@ -266,6 +279,8 @@ class AlphaBeta:
                 break
             if self.movetime is not None and time.monotonic() - start > self.movetime / 2:
                 break  # the next iteration would not finish
+            if self.nodes > self._node_limit / 2:
+                break  # nor with half the node budget spent
         if best is None:  # not even depth 1 in time: play the first legal move the ordering prefers
             move = self._ordered(root, list(root.legal_moves), None)[0]
             best = SearchResult(move, 0.0, 0, self.nodes, [move], time.monotonic() - start)
@@ -322,7 +337,7 @@ class AlphaBeta:
 
     def _negamax(self, board: chess.Board, depth: int, alpha: float, beta: float, ply: int) -> float:
         self.nodes += 1
-        if self.nodes & 255 == 0 and time.monotonic() > self._deadline:
+        if self.nodes > self._node_limit or (self.nodes & 255 == 0 and time.monotonic() > self._deadline):
             raise _Timeout
         key = board._transposition_key()  # python-chess's own hashable position key (no clocks)
         if ply and self._seen.get(key, 0):

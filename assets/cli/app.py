@@ -8,7 +8,20 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.cli import datasets, demo, evaluate, explore, ingest, label, piece_values, query, selfplay, train, ui
+from assets.cli import (
+    datasets,
+    demo,
+    evaluate,
+    explore,
+    ingest,
+    label,
+    piece_values,
+    query,
+    reproduce,
+    selfplay,
+    train,
+    ui,
+)
 from assets.cli.runtime import set_command
 from pipeline.store import default_root, no_space_error
 
@@ -38,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_parser(sub)
     selfplay.add_parser(sub)
     piece_values.add_parser(sub)
+    reproduce.add_parser(sub)
     return p
 
 

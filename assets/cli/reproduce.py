@@ -1,0 +1,433 @@
+"""`chess-pipeline reproduce`: the published tables on the shared data, in one resumable command.
+
+Ingest every archive of the data folder (or those matching --archives), label every distinct
+position of them (depth 8, reproducible, by default), then the assets of `reproduction_job`
+one run each, upstream first: the datasets both ways, the models (both ways where a published
+test figure exists), the evaluation, and reports/reproduction.md.
+
+Resuming: killed at any point, the same command continues. An archive whose partition was
+ingested after its file last changed is not ingested again; labels label only the positions
+without a label of the setting; an asset of the job is kept when its latest materialisation
+was made by a reproduce run with the same settings (the `chess-pipeline/reproduce` run tag) and
+after the last change of each of its inputs (for `labels`: the last run that labelled
+something). Everything else, and everything downstream of it, runs. A step killed half-way
+runs again from its start (a training run starts a new run folder).
+"""
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import get_args
+
+import dagster as dg
+
+from assets.cli.flags import add_field_flag
+from assets.cli.runtime import failure_message, materialize, open_instance, open_store
+from pipeline import duck
+from pipeline.store import Store
+from training.choices import Profile
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+SETTINGS_TAG = "chess-pipeline/reproduce"
+"""Run tag: the settings a reproduce run materialised an asset with (a change of them redoes it)."""
+
+
+@dataclass(frozen=True)
+class ReproduceConfig:
+    data: str = str(SHARED / "pgn")
+    """Folder of the archives to reproduce on (read in place, linked into the store)."""
+    archives: str = "*"
+    """Only the archives whose path under the data folder matches this glob (e.g. 'ficsgamesdb_2024*')."""
+    suites: str = str(SHARED / "epd")
+    """Folder of the EPD suites (STS, Kaufman)."""
+    models: tuple[str, ...] = ()
+    """Model assets to reproduce (empty: every model)."""
+    profile: Profile = "full"
+    """Training profile: full (the published schedules) or quick (a few CPU minutes a model)."""
+    label_depth: int = 8
+    """Stockfish depth of the labels (reproducible setting: a fresh hash for every position)."""
+    label_static: bool = False
+    """Label with Stockfish's static evaluation instead of a search (for a fast, small run)."""
+    max_epochs: int = 0
+    """At most this many epochs a model, below its profile's (0: the profile's); stated in the report."""
+    max_train_rows: int = -1
+    """At most this many train rows a model, below its profile's (0 or -1: the profile's); stated in the report."""
+    quick_eval: bool = False
+    """The evaluation's quick settings (evaluate --quick: fewer suite positions at 1 ply, fewer openings, a
+    small Lubeck grid)."""
+    openings: int = 0
+    """Openings per match, each played with both colours (0: the evaluation's; --quick-eval's fewer)."""
+    workers: int = 0
+    """Worker processes of ingest and engines of labels (0: one per core)."""
+
+
+def openings_help() -> str:
+    from dataclasses import fields
+
+    from assets.cli.evaluate import QUICK_EVALUATION
+    from pipeline.evaluation import MatchConfig  # MatchesConfig's fields (assets.evaluation: slow to import)
+
+    full = next(f.default for f in fields(MatchConfig) if f.name == "openings")
+    return (
+        f"openings per match, each played with both colours (0: the evaluation's, {full}; "
+        f"--quick-eval's {QUICK_EVALUATION['matches']['openings']})"
+    )
+
+
+def quick_eval_help() -> str:
+    from assets.cli.evaluate import QUICK_EVALUATION
+    from pipeline.lubeck_grid import QUICK_GRID
+
+    suites, matches = QUICK_EVALUATION["suites"], QUICK_EVALUATION["matches"]
+    return (
+        f"the evaluation's quick settings (evaluate --quick: {suites['max_positions']} positions a suite at "
+        f"{', '.join(map(str, suites['depths']))} ply, {matches['openings']} openings; Lubeck's grid on "
+        f"{QUICK_GRID['positions']} positions a kind)"
+    )
+
+
+def check_config(cfg: ReproduceConfig) -> None:
+    """Refuse a bad setting with one line, before any store work."""
+    problems = [
+        ("--label-depth", cfg.label_depth, 1, ""),
+        ("--max-epochs", cfg.max_epochs, 0, " (0: the profile's)"),
+        ("--max-train-rows", cfg.max_train_rows, -1, " (0 or -1: the profile's)"),
+        ("--openings", cfg.openings, 0, " (0: the evaluation's)"),
+        ("--workers", cfg.workers, 0, " (0: one per core)"),
+    ]
+    for flag, value, least, note in problems:
+        if value < least:
+            raise SystemExit(f"chess-pipeline reproduce: {flag} must be {least} or more{note}, got {value}")
+
+
+def settings_text(cfg: ReproduceConfig) -> str:
+    """The settings that decide what an asset holds: a change redoes the assets they touch."""
+    label = "static" if cfg.label_static else f"depth-{cfg.label_depth}"
+    suites = Path(cfg.suites).expanduser().resolve()
+    return (
+        f"profile={cfg.profile} labels={label} max_epochs={cfg.max_epochs} max_train_rows={cfg.max_train_rows} "
+        f"eval={'quick' if cfg.quick_eval else 'full'} openings={cfg.openings} suites={suites}"
+    )
+
+
+def bounds_text(cfg: ReproduceConfig) -> str:
+    """The run's bounds below the profile, in words (each model's resolved schedule: schedule_text)."""
+    parts = []
+    if cfg.max_epochs:
+        parts.append(f"at most {cfg.max_epochs} epoch(s)")
+    if cfg.max_train_rows > 0:
+        parts.append(f"at most {cfg.max_train_rows:,} train rows")
+    return "; ".join(parts) or "none"
+
+
+def train_run(cfg: ReproduceConfig, model: str):
+    """A model's TrainRunConfig: its profile's schedule (PROFILES and the model's own), with
+    --max-epochs and --max-train-rows as caps (the smaller of the two), never raising it."""
+    from assets.training import MODELS, PROFILES, TrainRunConfig
+
+    p = {**PROFILES[cfg.profile], **MODELS[model].profiles.get(cfg.profile, {})}
+    epochs = min(p["epochs"], cfg.max_epochs) if cfg.max_epochs > 0 else 0
+    rows = -1
+    if cfg.max_train_rows > 0:
+        rows = min(p["max_train_rows"], cfg.max_train_rows) if p["max_train_rows"] > 0 else cfg.max_train_rows
+    return TrainRunConfig(profile=cfg.profile, device="auto", epochs=epochs, max_train_rows=rows)
+
+
+def schedule_text(cfg: ReproduceConfig, model: str) -> str:
+    """A model's resolved schedule in words ('quick profile: at most 200,000 train rows, 4 epochs, 3 minutes')."""
+    from assets.training import train_config
+
+    t = train_config(model, train_run(cfg, model), "", "")
+    rows = f"at most {t.max_train_rows:,} train rows" if t.max_train_rows else "every train row"
+    limit = f", {t.max_minutes:g} minutes" if t.max_minutes else ""
+    return f"{cfg.profile} profile: {rows}, at most {t.epochs} epoch(s){limit}"
+
+
+def select_archives(cfg: ReproduceConfig) -> list[Path]:
+    folder = Path(cfg.data).expanduser()
+    if not folder.is_dir():
+        raise SystemExit(f"chess-pipeline reproduce: {folder}: no such folder (give the archives' folder with --data)")
+    suffixes = (".pgn", ".pgn.zst", ".pgn.bz2", ".pgn.gz")
+    found = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and p.name.endswith(suffixes) and p.relative_to(folder).match(cfg.archives)
+    )
+    if not found:
+        raise SystemExit(
+            f"chess-pipeline reproduce: no archive in {folder} matches --archives {cfg.archives!r} "
+            f"(files ending {', '.join(suffixes)})"
+        )
+    return found
+
+
+def check_models(models: tuple[str, ...]) -> list[str]:
+    from assets.training import MODELS
+
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        raise SystemExit(f"chess-pipeline reproduce: no model {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    return list(models) or list(MODELS)
+
+
+def ingest_missing(
+    store: Store, instance: dg.DagsterInstance, paths: list[Path], workers: int
+) -> tuple[list[str], int]:
+    """Link the archives and ingest those not ingested since their file last changed; their keys
+    and how many were ingested."""
+    from assets.cli import ingest
+    from pipeline.ingest import IngestConfig
+
+    keys = [store.add_archive(p) for p in paths]
+    todo = []
+    for key, path in zip(keys, paths, strict=True):
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("games"), asset_partitions=[key]), limit=1
+        ).records
+        if not records or records[0].timestamp < path.stat().st_mtime:
+            todo.append(key)
+    print(f"ingest: {len(keys) - len(todo)} of {len(keys)} archives already ingested; {len(todo)} to ingest")
+    if todo:
+        result = ingest.ingest_archives(store, instance, todo, IngestConfig(workers=workers))
+        if result.failures:
+            key, why = result.failures[0]
+            raise SystemExit(f"chess-pipeline reproduce: ingest of {key} failed: {why}")
+    return keys, len(todo)
+
+
+def changed_at(instance: dg.DagsterInstance, key: str) -> float | None:
+    """When an input last changed: its latest materialisation; for labels, the latest run that
+    labelled something (a run with nothing pending changes nothing)."""
+    if key == "labels":
+        for r in instance.fetch_materializations(dg.AssetKey("labels"), limit=200).records:
+            meta = r.asset_materialization.metadata if r.asset_materialization else {}
+            labelled = getattr(meta.get("labelled"), "value", 0) or 0
+            if labelled:
+                return r.timestamp
+        return None
+    event = instance.get_latest_materialization_event(dg.AssetKey(key))
+    return None if event is None else event.timestamp
+
+
+def up_to_date(instance: dg.DagsterInstance, asset: dg.AssetsDefinition, name: str, settings: str) -> str | None:
+    """Why the asset's latest materialisation can be kept, or None when it must run."""
+    event = instance.get_latest_materialization_event(dg.AssetKey(name))
+    if event is None:
+        return None
+    run = instance.get_run_by_id(event.run_id)
+    if run is None or run.tags.get(SETTINGS_TAG) != settings:
+        return None
+    for dep in asset.asset_deps.get(dg.AssetKey(name), set()):
+        t = changed_at(instance, dep.to_user_string())
+        if t is not None and t >= event.timestamp:
+            return None
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(event.timestamp))
+
+
+def op_configs(cfg: ReproduceConfig, names: list[str], settings: dict[str, str], models: list[str]) -> dict:
+    """Each asset's run config."""
+    from assets.cli.datasets import takes_labels
+    from assets.cli.evaluate import QUICK_EVALUATION, QUICK_PIECE_VALUE_ROWS
+    from assets.datasets import CONFIGS
+    from assets.deepchess import PairsConfig
+    from assets.evaluation import HeadToHeadConfig, MatchesConfig, SuitesConfig
+    from assets.piece_values import PieceValuesEvalConfig
+    from assets.reproduce import LUBECK_GRID, REPORT, ReportConfig, split_config
+    from assets.training import MODELS
+    from pipeline.datasets import DATASETS
+    from pipeline.reproduction import PUBLISHED_SPLIT
+
+    label = (
+        {"label_kind": "static", "label_value": 0}
+        if cfg.label_static
+        else {"label_kind": "depth", "label_value": cfg.label_depth}
+    )
+    quick = QUICK_EVALUATION if cfg.quick_eval else {"suites": {}, "matches": {}, "head_to_head": {}}
+    matches, head = dict(quick["matches"]), dict(quick["head_to_head"])
+    if cfg.openings:
+        matches.update(openings=cfg.openings, time_openings=min(cfg.openings, 10))
+        head["openings"] = cfg.openings
+    suites = str(Path(cfg.suites).expanduser().resolve())
+    ops = {}
+    for n in names:
+        base = n.removeprefix(PUBLISHED_SPLIT)
+        if base in DATASETS:
+            cls = split_config(base) if n.startswith(PUBLISHED_SPLIT) else CONFIGS[base]
+            ops[n] = cls(**(label if takes_labels(base) else {}))
+        elif base in MODELS:
+            ops[n] = train_run(cfg, base)
+        elif n.startswith("eval_suites_"):
+            ops[n] = SuitesConfig(**{**quick["suites"], "suites_dir": suites})
+        elif n.startswith("eval_matches_"):
+            ops[n] = MatchesConfig(**matches)
+        elif n.startswith("eval_pairs_"):
+            ops[n] = PairsConfig(suites_dir=suites)
+        elif n.startswith("eval_piece_values_"):
+            ops[n] = PieceValuesEvalConfig(max_rows=QUICK_PIECE_VALUE_ROWS if cfg.quick_eval else 0)
+        elif n == "eval_head_to_head":
+            ops[n] = HeadToHeadConfig(**head)
+        elif n == REPORT:
+            ops[n] = ReportConfig(
+                settings=settings, models=models, schedules={m: schedule_text(cfg, m) for m in models}
+            )
+        elif n == LUBECK_GRID and cfg.quick_eval:
+            from assets.lubeck_grid import LubeckGridConfig
+            from pipeline.lubeck_grid import QUICK_GRID
+
+            ops[n] = LubeckGridConfig(**QUICK_GRID)
+    return ops
+
+
+def run_steps(
+    store: Store,
+    instance: dg.DagsterInstance,
+    cfg: ReproduceConfig,
+    models: list[str],
+    settings: dict,
+    outcomes: dict[str, str] | None = None,
+) -> list[str]:
+    """The job's assets one run each, upstream first, keeping what is up to date; the failures.
+    `outcomes` (step -> done, kept, failed: why, skipped: why) gains each step's, and the report
+    is given them (with those of the steps before the job: ingest and labels)."""
+    from assets.reproduce import REPORT, ReportConfig, defined_assets, grid_extra, job_assets
+
+    outcomes = {} if outcomes is None else outcomes
+    defs = defined_assets()
+    names = job_assets(models, grid_extra(models, defs))
+    ops = op_configs(cfg, names, settings, models)
+    fingerprint = settings_text(cfg)
+    failed: dict[str, str] = {}
+    for i, name in enumerate(names, 1):
+        asset = defs[name]
+        head = f"[{i}/{len(names)}] {name}"
+        deps = {d.to_user_string() for d in asset.asset_deps.get(dg.AssetKey(name), set())}
+        blocked = sorted(deps & failed.keys())
+        if blocked and name != REPORT:
+            failed[name] = f"skipped: {blocked[0]} failed"
+            outcomes[name] = failed[name]
+            print(f"{head}: skipped ({blocked[0]} failed)", flush=True)
+            continue
+        kept = None if name == REPORT else up_to_date(instance, asset, name, fingerprint)
+        if kept:
+            outcomes[name] = "kept"
+            print(f"{head}: kept (up to date, made {kept})", flush=True)
+            continue
+        if name == REPORT:
+            ops[name] = ReportConfig(**{**ops[name].model_dump(), "outcomes": dict(outcomes)})
+        print(f"{head}: running ...", flush=True)
+        start = time.monotonic()
+        result = materialize(
+            [asset],
+            store,
+            instance,
+            selection=[name],
+            ops={name: ops[name]} if name in ops else None,
+            tags={SETTINGS_TAG: fingerprint, "chess-pipeline/job": "reproduction_job"},
+        )
+        took = time.monotonic() - start
+        if result.success:
+            outcomes[name] = "done"
+            print(f"{head}: done in {took:.1f} s", flush=True)
+        else:
+            failed[name] = failure_message(result)
+            outcomes[name] = f"failed: {failed[name]}"
+            print(f"{head}: failed after {took:.1f} s: {failed[name]}", flush=True)
+    return [f"{n}: {why}" for n, why in failed.items() if not why.startswith("skipped")]
+
+
+def reproduce(store: Store, instance: dg.DagsterInstance, cfg: ReproduceConfig) -> list[str]:
+    """Ingest, labels, then the job's assets; the failed steps (empty: all done)."""
+    from assets.cli import label
+    from assets.ingest import duckdb_views
+    from assets.labels import LabelsConfig
+    from assets.resources import StockfishResource
+
+    models = check_models(cfg.models)
+    paths = select_archives(cfg)
+    if not Path(cfg.suites).expanduser().is_dir():
+        raise SystemExit(f"chess-pipeline reproduce: {cfg.suites}: no such folder (give the EPD suites with --suites)")
+    keys, ingested = ingest_missing(store, instance, paths, cfg.workers)
+    materialize([duckdb_views], store, instance)
+    setting = (
+        LabelsConfig(limit="static", archives=keys)
+        if cfg.label_static
+        else LabelsConfig(limit="depth", value=cfg.label_depth, archives=keys)
+    )
+    labelled = label.label(store, instance, setting, StockfishResource(workers=cfg.workers))
+    label.print_result(labelled)
+    outcomes = {
+        "archive_tables": "done" if ingested else "kept",
+        "labels": "done" if labelled.metadata.labelled else "kept",
+    }
+    settings = {
+        "archives": f"{len(keys)} ({cfg.archives!r} in {cfg.data})",
+        "labels": ("Stockfish static evaluation" if cfg.label_static else f"Stockfish depth {cfg.label_depth}")
+        + ", reproducible setting (fresh hash each position)",
+        "profile": cfg.profile,
+        "bounds": bounds_text(cfg),
+        "evaluation": ("quick (evaluate --quick settings)" if cfg.quick_eval else "full")
+        + (f", {cfg.openings} openings a match" if cfg.openings else ""),
+        "suites": cfg.suites,
+        "models": ", ".join(models),
+    }
+    failures = run_steps(store, instance, cfg, models, settings, outcomes)
+    duck.create_views(store)
+    return failures
+
+
+def cmd_reproduce(args: argparse.Namespace) -> None:
+    cfg = ReproduceConfig(
+        data=args.data,
+        archives=args.archives,
+        suites=args.suites,
+        models=tuple(args.models),
+        profile=args.profile,
+        label_depth=args.label_depth,
+        label_static=args.label_static,
+        max_epochs=args.max_epochs,
+        max_train_rows=args.max_train_rows,
+        quick_eval=args.quick_eval,
+        openings=args.openings,
+        workers=args.workers,
+    )
+    check_config(cfg)  # before a store is made
+    check_models(cfg.models)
+    select_archives(cfg)
+    store = open_store(args.home)
+    instance = open_instance(store)
+    start = time.monotonic()
+    failures = reproduce(store, instance, cfg)
+    from assets.reproduce import REPORT
+
+    if not any(f.startswith(f"{REPORT}: ") for f in failures):
+        print(f"report: {store.root / 'reports' / 'reproduction.md'} ({time.monotonic() - start:.0f} s this run)")
+    if failures:
+        print(
+            f"chess-pipeline reproduce: {len(failures)} step(s) failed, first {failures[0]} "
+            "(fix it and run the same command again: finished steps are kept)",
+            file=sys.stderr,
+        )
+        raise SystemExit(1)
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser(
+        "reproduce", help="the published tables on the shared data: ingest, label, train, evaluate, report"
+    )
+    s.add_argument("models", nargs="*", help="model assets to reproduce (default: every model)")
+    add_field_flag(s, ReproduceConfig, "data", "--data", metavar="FOLDER")
+    add_field_flag(s, ReproduceConfig, "archives", "--archives", metavar="GLOB")
+    add_field_flag(s, ReproduceConfig, "suites", "--suites", metavar="FOLDER")
+    add_field_flag(s, ReproduceConfig, "profile", "--profile", choices=get_args(Profile))
+    add_field_flag(s, ReproduceConfig, "label_depth", "--label-depth", metavar="N")
+    add_field_flag(s, ReproduceConfig, "label_static", "--label-static", action="store_true")
+    add_field_flag(s, ReproduceConfig, "max_epochs", "--max-epochs", metavar="N")
+    add_field_flag(s, ReproduceConfig, "max_train_rows", "--max-train-rows", metavar="N")
+    add_field_flag(s, ReproduceConfig, "quick_eval", "--quick-eval", action="store_true", help=quick_eval_help())
+    add_field_flag(
+        s, ReproduceConfig, "openings", "--openings", metavar="N", help=openings_help() + " (default {default})"
+    )
+    add_field_flag(s, ReproduceConfig, "workers", "--workers", metavar="N")
+    s.set_defaults(func=cmd_reproduce)

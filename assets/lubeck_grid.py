@@ -1,0 +1,101 @@
+"""lubeck_grid: Lubeck's experiment grid filled in (pipeline/lubeck_grid.py has the logic).
+
+The W/D/L network (`lubeck_wdl_mlp`) against the traditional evaluation in the same search, per
+search depth x seconds a move (scaled to this machine as node budgets) x quiet / tactical start
+positions. Writes reports/lubeck_grid.md and reports/lubeck_grid.png in the store, the games as
+PGN under matches/lubeck_grid/, and per cell the network's score and Elo difference into
+evaluation_results (suite lubeck_grid/<kind>/depth<d>/<t>s).
+"""
+
+import functools
+import time
+
+import dagster as dg
+
+from assets.config import config_from
+from assets.evaluation import GROUP, checkpoint_of, write_png
+from assets.metadata import png_md
+from assets.progress import run_progress
+from assets.resources import StockfishResource, StoreResource
+from pipeline.lubeck_grid import GridConfig
+from pipeline.store import atomic_path
+
+MODEL = "lubeck_wdl_mlp"
+"""The model asset the grid plays (Lubeck's W/D/L network)."""
+
+LubeckGridConfig = config_from(
+    GridConfig, name="LubeckGridConfig", doc="Lubeck's grid: pipeline.lubeck_grid.GridConfig's fields."
+)
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=[MODEL],
+    description="Lubeck's experiment grid: the W/D/L network against the traditional evaluation in the same "
+    "search, per depth (2/4/6), seconds a move (1/2/5, scaled to node budgets here) and quiet / tactical "
+    "starts; score and Elo per cell (reports/lubeck_grid.md).",
+)
+def lubeck_grid(
+    context: dg.AssetExecutionContext, config: LubeckGridConfig, store: StoreResource, stockfish: StockfishResource
+) -> dg.MaterializeResult:
+    from pipeline.duck import memory_connection
+    from pipeline.evaluation import write_results
+    from pipeline.lubeck_grid import candidate_fens, pick_positions, run_grid
+    from pipeline.matches import write_pgn
+    from pipeline.plots import lubeck_grid_png
+    from training.evaluator import load_evaluator
+
+    st = store.get()
+    try:
+        cfg = config.to_dataclass(GridConfig)
+    except ValueError as e:
+        raise dg.Failure(str(e)) from None
+    ck = checkpoint_of(context, MODEL)
+    start = time.monotonic()
+    with memory_connection(st) as con:
+        fens = candidate_fens(con, cfg)
+    if not fens:
+        raise dg.Failure("no candidate start positions in the store's games: ingest archives first")
+    starts = pick_positions(fens, stockfish.pool, cfg)
+    context.log.info(
+        f"{len(fens)} candidates: " + ", ".join(f"{len(v)} {k}" for k, v in starts.items()) + " start positions"
+    )
+    progress = run_progress(context, "start positions played")
+    try:
+        result = run_grid(
+            MODEL,
+            functools.partial(load_evaluator, ck, MODEL),
+            starts,
+            stockfish.pool,
+            cfg,
+            context.log.info,
+            progress.set,
+        )
+    except ValueError as e:
+        raise dg.Failure(str(e)) from None
+    run_id = context.run.run_id
+    pgn = st.root / "matches" / "lubeck_grid" / f"{run_id}.pgn"
+    write_pgn(result.games, pgn)
+    write_results(st, "lubeck_grid", run_id, result.rows(MODEL))
+    png = lubeck_grid_png(
+        [(c.cell.kind, c.cell.depth, c.cell.seconds, c.score, c.score_low, c.score_high) for c in result.cells],
+        f"{MODEL} vs material_pst in the same search ({len(result.games)} games)",
+    )
+    folder = st.root / "reports"
+    write_png(folder / "lubeck_grid.png", png)
+    text = result.report_md() + "\n![score per cell](lubeck_grid.png)\n"
+    path = folder / "lubeck_grid.md"
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+    return dg.MaterializeResult(
+        metadata={
+            "table": dg.MetadataValue.md(result.table_md()),
+            "chart": png_md(png, "Lubeck's grid"),
+            "report": dg.MetadataValue.path(str(path)),
+            "pgn": dg.MetadataValue.path(str(pgn)),
+            "games": len(result.games),
+            "cells": len(result.cells),
+            "nodes_per_second": dg.MetadataValue.json({k: round(v) for k, v in result.nps.items()}),
+            "seconds": round(time.monotonic() - start, 1),
+        }
+    )

@@ -1,0 +1,342 @@
+"""The reproduction: every published table on the store's data, on both split protocols.
+
+`reproduction_job` selects the unpartitioned assets from the datasets to the report: every
+dataset as ours (by game, leakage guard) and as published (`published_split_<dataset>`:
+positions split one by one, no guard), every model trained on each (the published-split copies
+for the models with a published test figure), the evaluation (suites, matches, Elo, head to
+head, DeepChess's pairs, the piece values), `model_results` and `reproduction_report`
+(reports/reproduction.md: each published figure beside ours, with n and the protocol, how long
+each step took, and the pictures). Ingest (partitioned by archive) and labels (by shard) run
+before it as their own runs: `chess-pipeline reproduce` runs all of it, resumably.
+"""
+
+import base64
+import re
+import time
+
+import dagster as dg
+from pydantic import Field
+
+from assets.config import DescribedConfig
+from assets.datasets import CONFIGS, _results
+from assets.datasets import GROUP as DATASETS_GROUP
+from assets.evaluation import GROUP as EVAL_GROUP
+from assets.evaluation import HEAD_TO_HEAD_MODELS, report_dir
+from assets.metadata import png_md
+from assets.resources import StoreResource
+from assets.training import GROUP as MODELS_GROUP
+from assets.training import MODELS, TrainRunConfig, train_config
+from pipeline import published, storage
+from pipeline.datasets import DATASETS, build_dataset
+from pipeline.reproduction import ReportInputs, Step, on_published_split, ours_from_store, render
+from pipeline.store import Store, atomic_path
+
+GROUP = "reproduction"
+REPORT = "reproduction_report"
+LUBECK_GRID = "lubeck_grid"
+"""Lubeck's experiment grid (another asset module's; reports/lubeck_grid.md): in the job when defined."""
+SPLIT_MODELS = [m for m in MODELS if m in published.MODEL_FIGURES]
+"""Sabatelli's and Lubeck's networks (their figures are test-split figures): trained on the published split too."""
+
+
+def published_split_store(store: Store) -> Store:
+    """Where the published-split copies of the datasets live: a store of their own under the
+    main one (<store>/reproduction/published_split/datasets/<name>/), so the datasets and the
+    training loop read them as any dataset; their positions and labels are the main store's."""
+    return Store(store.root / "reproduction" / "published_split")
+
+
+def split_config(name: str) -> type:
+    """The dataset's run config with the published protocol as its defaults."""
+    base = CONFIGS[name]
+    return type(
+        f"{base.__name__}PublishedSplit",
+        (base,),
+        {
+            "__annotations__": {"split_by": base.model_fields["split_by"].annotation, "leakage_guard": bool},
+            "split_by": Field(default="position", description=base.model_fields["split_by"].description),
+            "leakage_guard": Field(default=False, description=base.model_fields["leakage_guard"].description),
+            "__doc__": f"{base.__doc__}\n\nDefaults: the published protocol (split by position, no leakage guard).",
+        },
+    )
+
+
+def split_dataset_asset(name: str) -> dg.AssetsDefinition:
+    spec = DATASETS[name]
+    key = on_published_split(name)
+    checks = [
+        dg.AssetCheckSpec(c, asset=key)
+        for c in ("disjoint_splits", "class_balance", "label_coverage", "rows_per_split")
+    ]
+
+    @dg.asset(
+        name=key,
+        group_name=GROUP,
+        deps=["games", "positions"] + (["labels"] if spec.labelled else []),
+        check_specs=checks,
+        description=f"{name} split as published (positions one by one, no leakage guard), for comparing "
+        f"with the published figures; files under reproduction/published_split/datasets/{name}/. "
+        "disjoint_splits fails by design: that is the leak the published figures had.",
+    )
+    def _dataset(context: dg.AssetExecutionContext, config: split_config(name), store: StoreResource):
+        st = store.get()
+        stats = build_dataset(st, name, config.params(), config.split(), out=published_split_store(st))
+        context.log.info(f"{key}: rows {stats.rows}; test keys also in train: {stats.overlap.get('train/test', 0):,}")
+        yield from _results(name, stats)
+
+    return _dataset
+
+
+def split_model_asset(name: str) -> dg.AssetsDefinition:
+    from pipeline.datasets import dataset_problem
+    from pipeline.evaluation import write_model_metrics
+    from pipeline.plots import confusion_png, learning_curves_png
+    from training.train import train
+
+    m = MODELS[name]
+    key = on_published_split(name)
+
+    @dg.asset(
+        name=key,
+        group_name=GROUP,
+        deps=[on_published_split(m.dataset)],
+        description=f"{name} trained and tested on {m.dataset}'s published split (no leakage guard): "
+        f"ours on the published protocol ({published.anchor(name) or m.anchor}).",
+    )
+    def _model(context: dg.AssetExecutionContext, config: TrainRunConfig, store: StoreResource):
+        st = store.get()
+        split_store = published_split_store(st)
+        problem = dataset_problem(split_store, m.dataset)
+        if problem:
+            raise ValueError(f"{key}: {problem.replace('chess-pipeline datasets', 'chess-pipeline reproduce')}")
+        out = st.root / "models" / key / context.run.run_id
+        cfg = train_config(name, config, str(split_store.root), str(out))
+        start = time.monotonic()
+        result = train(cfg, log=context.log.info)
+        write_model_metrics(st, key, on_published_split(m.dataset), context.run.run_id, result.metric_rows())
+        test = result.test
+        meta = {
+            "checkpoint": dg.MetadataValue.path(str(result.checkpoint)),
+            "dataset": on_published_split(m.dataset),
+            "profile": config.profile,
+            "device": result.device,
+            "epochs": len(result.history),
+            "seconds": round(time.monotonic() - start, 1),
+            "rows_train": result.rows["train"],
+            "rows_test": result.rows["test"],
+            "published": published.anchor(name) or m.anchor,
+        }
+        if "accuracy" in test:
+            meta["test_accuracy"] = round(test["accuracy"], 4)
+            meta["confusion_matrix"] = png_md(confusion_png(test["confusion"], f"{key}: test"), "confusion matrix")
+        else:
+            meta["test_mse"] = round(test.get("mse", float("nan")), 6)
+        if result.history:
+            meta["learning_curves"] = png_md(learning_curves_png(result.history, key), "learning curves")
+        return dg.MaterializeResult(metadata=meta)
+
+    return _model
+
+
+split_dataset_assets = [split_dataset_asset(n) for n in DATASETS]
+split_model_assets = [split_model_asset(n) for n in SPLIT_MODELS]
+
+
+class ReportConfig(DescribedConfig):
+    settings: dict[str, str] = {}
+    """What the run was asked for (archives, labels, profile, bounds), as the report's first lines."""
+    models: list[str] = []
+    """The models the run covered (empty: every model)."""
+    schedules: dict[str, str] = {}
+    """model -> its resolved schedule in words (its profile's rows, epochs and minutes, with the run's caps)."""
+    outcomes: dict[str, str] = {}
+    """step -> what this run did with it: done, kept, failed: <why>, skipped: <why> (a step not
+    named: as its latest materialisation says)."""
+
+
+def _png_from_md(value) -> bytes | None:
+    """The PNG of a png_md metadata value (a data URI in Markdown), or None."""
+    text = getattr(value, "value", None) or getattr(value, "md_str", None) or ""
+    hit = re.search(r"data:image/png;base64,([A-Za-z0-9+/=]+)", str(text))
+    return base64.b64decode(hit.group(1)) if hit else None
+
+
+def _latest(instance: dg.DagsterInstance, key: str):
+    event = instance.get_latest_materialization_event(dg.AssetKey(key))
+    return None if event is None or event.asset_materialization is None else event
+
+
+def step_seconds(instance: dg.DagsterInstance, run_id: str, step: str) -> float | None:
+    for s in instance.get_run_step_stats(run_id, step_keys=[step]):
+        if s.start_time and s.end_time:
+            return s.end_time - s.start_time
+    return None
+
+
+def size_text(meta: dict, schedule: str = "") -> str:
+    """What a model was trained on, from its materialisation's metadata, with the schedule the run
+    gave it (its own profile settings and the run's caps)."""
+    v = {k: getattr(x, "value", x) for k, x in meta.items()}
+    epochs = v.get("epochs", "?")
+    text = f"{v.get('profile', '?')} profile, {int(v.get('rows_train', 0)):,} train rows, {epochs} epoch(s)"
+    return text + (f"; schedule: {schedule}" if schedule else "")
+
+
+def job_assets(models: list[str] | None = None, extra: tuple[str, ...] = ()) -> list[str]:
+    """The reproduction's assets in the order they run (upstream first), for these models (all
+    by default); `extra`: other assets to run before the report (Lubeck's grid where defined)."""
+    models = list(models or MODELS)
+    datasets = sorted({MODELS[m].dataset for m in models}, key=list(DATASETS).index)
+    names = datasets + [on_published_split(d) for d in datasets]
+    names += models + [on_published_split(m) for m in models if m in SPLIT_MODELS] + ["model_results"]
+    names += [f"eval_suites_{m}" for m in models] + [f"eval_matches_{m}" for m in models]
+    names += [f"eval_pairs_{m}" for m in models if m == "deepchess_net"]
+    names += [f"eval_piece_values_{m}" for m in models if MODELS[m].encoder == "pieces837"]
+    if all(m in models for m in HEAD_TO_HEAD_MODELS):
+        names.append("eval_head_to_head")
+    names += ["elo_ratings"] + [f"eval_report_{m}" for m in models] + list(extra)
+    return names + [REPORT]
+
+
+@dg.asset(
+    name=REPORT,
+    group_name=GROUP,
+    # It reads the evaluation's results too; `chess-pipeline reproduce` runs it last, every time.
+    # (Its deps name no evaluation asset, so a code location without them shows none as a stub.)
+    deps=[*(a.key for a in split_model_assets), "model_results"],
+    description="Every published figure beside ours (both split protocols), with n and the protocol, how "
+    "long each step took, and each model's learning curves, confusion matrix and Kaufman table "
+    "(reports/reproduction.md in the store).",
+)
+def reproduction_report(
+    context: dg.AssetExecutionContext, config: ReportConfig, store: StoreResource
+) -> dg.MaterializeResult:
+    from pipeline.duck import memory_connection
+    from training.deepchess import PUBLISHED as DEEPCHESS
+    from training.deepchess import PUBLISHED_BUCKETS
+    from training.piece_values import PUBLISHED as TEAM44
+
+    st = store.get()
+    instance = context.instance
+    models = [m for m in (config.models or MODELS) if m in MODELS]
+    figures = [*published.MODEL_FIGURES.values(), *published.EVALUATION_FIGURES]
+    figures += published.deepchess_figures(DEEPCHESS, PUBLISHED_BUCKETS) + published.piece_value_figures(TEAM44)
+    figures = [f for f in figures if f.model in models]
+    with memory_connection(st) as con:
+        ours = ours_from_store(con, figures, [*models, *(on_published_split(m) for m in models)])
+    folder = st.root / "reports" / "reproduction"
+    sizes, pictures, kaufman = {}, {}, {}
+    for m in models:
+        for key in (m, on_published_split(m)):
+            event = _latest(instance, key)
+            if event is None:
+                continue
+            meta = dict(event.asset_materialization.metadata)
+            if key == m or m not in sizes:
+                sizes[m] = size_text(meta, config.schedules.get(m, ""))
+            for pic in ("learning_curves", "confusion_matrix"):
+                png = _png_from_md(meta.get(pic))
+                if png:
+                    path = folder / f"{key}_{pic}.png"
+                    with atomic_path(path) as tmp:
+                        tmp.write_bytes(png)
+                    pictures.setdefault(m, []).append((f"{key}: {pic.replace('_', ' ')}", f"reproduction/{path.name}"))
+        suites = _latest(instance, f"eval_suites_{m}")
+        if suites is not None:
+            meta = dict(suites.asset_materialization.metadata)
+            table = meta.get("kaufman_positions_depth1")
+            if table is not None:
+                kaufman[m] = table.value
+            chart = report_dir(st, m) / "kaufman_depth1.png"
+            if storage.exists(chart):
+                pictures.setdefault(m, []).append((f"{m}: Kaufman test per position", f"evaluation/{m}/{chart.name}"))
+    names = ["archive_tables", "labels", *job_assets(models, grid_extra(models))]
+    steps = [_step(instance, n, config.outcomes.get(n)) for n in names]
+    steps = [s for s in steps if s.name != REPORT]
+    grid = st.root / "reports" / "lubeck_grid.md"
+    if not _defined(LUBECK_GRID):
+        lubeck = (
+            f"Absent: no `{LUBECK_GRID}` asset is defined in this code location, so the grid is not part of "
+            "this reproduction."
+        )
+    elif storage.exists(grid):
+        lubeck = f"The table: [lubeck_grid.md](lubeck_grid.md) (asset `{LUBECK_GRID}`, in the steps below)."
+    else:
+        lubeck = (
+            f"`{LUBECK_GRID}` is defined but has not written reports/lubeck_grid.md: its model was not part of "
+            "this run, or its step failed (the steps below say which)."
+        )
+    text = render(ReportInputs(figures, ours, sizes, steps, dict(config.settings), pictures, kaufman, lubeck))
+    path = st.root / "reports" / "reproduction.md"
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+    table = text.split("## Published figures beside ours", 1)[1].split("## Lubeck", 1)[0].strip()
+    return dg.MaterializeResult(
+        metadata={
+            "table": dg.MetadataValue.md(table),
+            "figures": len(figures),
+            "measured": sum(1 for f in figures if (f.model, f.table, f.where, f.metric) in ours),
+            "path": dg.MetadataValue.path(str(path)),
+        }
+    )
+
+
+def defined_assets() -> dict[str, dg.AssetsDefinition]:
+    """{asset key: its definition} of the code location (assets.definitions)."""
+    from assets.definitions import build_defs
+
+    return {k.to_user_string(): a for a in build_defs().assets or [] for k in getattr(a, "keys", ())}
+
+
+def _defined(name: str) -> bool:
+    return name in defined_assets()
+
+
+def grid_extra(models: list[str], defs: dict[str, dg.AssetsDefinition] | None = None) -> tuple[str, ...]:
+    """(LUBECK_GRID,) where an asset module defines it and the models it plays are among `models`."""
+    grid = (defs if defs is not None else defined_assets()).get(LUBECK_GRID)
+    if grid is None:
+        return ()
+    deps = {d.to_user_string() for d in grid.asset_deps.get(dg.AssetKey(LUBECK_GRID), ())}
+    return (LUBECK_GRID,) if deps <= set(models) else ()
+
+
+def _step(instance: dg.DagsterInstance, name: str, outcome: str | None = None) -> Step:
+    """A step's wall time from Dagster: an unpartitioned asset's latest materialisation's step; the
+    labels and ingest steps summed over every run of them the reproduce command started. Its
+    status: `outcome` (this run's: done, kept, failed: why, skipped: why), else materialised or
+    missing as its latest materialisation says."""
+    from assets.cli.runtime import COMMAND_TAG
+
+    status, _, why = (outcome or "").partition(": ")
+    if status in ("failed", "skipped"):
+        return Step(name, None, status, why)
+
+    if name in ("labels", "archive_tables"):
+        runs = instance.get_runs(filters=dg.RunsFilter(tags={COMMAND_TAG: "reproduce"}))
+        total, n = 0.0, 0
+        for run in runs:
+            s = step_seconds(instance, run.run_id, name)
+            if s is not None:
+                total, n = total + s, n + 1
+        what = "archives" if name == "archive_tables" else "runs"
+        return Step(name, total if n else None, status or ("materialised" if n else "not run by reproduce"),
+                    f"{n} {what}")  # fmt: skip
+    event = _latest(instance, name)
+    if event is None:
+        return Step(name, None, "missing")
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(event.timestamp))
+    return Step(name, step_seconds(instance, event.run_id, name), status or "materialised", f"finished {when}")
+
+
+reproduction_assets = [*split_dataset_assets, *split_model_assets, reproduction_report]
+
+
+reproduction_job = dg.define_asset_job(
+    "reproduction_job",
+    # By group: every dataset, model and evaluation asset the code location defines (Lubeck's grid
+    # included where a module defines it), so a module left out never stops the code location.
+    selection=dg.AssetSelection.groups(DATASETS_GROUP, MODELS_GROUP, EVAL_GROUP, GROUP),
+    description="The published tables reproduced: datasets both ways, every model, the evaluation and "
+    "reports/reproduction.md (after ingest and labels: `chess-pipeline reproduce` runs them all, resumably).",
+)

@@ -1,0 +1,235 @@
+"""The published figures the reproduction compares with, each with where ours comes from.
+
+One place for the numbers of Sabatelli's thesis (2017), Kaufman's test as he used it and Hui's
+self-play (2018); DeepChess's and Team 44's figures stay in training/deepchess.py and
+training/piece_values.py (their PUBLISHED dicts), which `deepchess_figures` and
+`piece_value_figures` turn into rows of the same kind. No Dagster, no torch.
+"""
+
+from dataclasses import dataclass
+from typing import Literal
+
+Table = Literal["model_metrics", "evaluation_results"]
+Unit = Literal["share", "mse", "pawns", "count", "percent"]
+
+SABATELLI = "Sabatelli 2017"
+SABATELLI_N = "about 3 million positions (all splits)"
+"""The thesis trains on about 3 million positions; it gives no test-split size per network."""
+SABATELLI_PROTOCOL = "positions split one by one, no leakage guard; Stockfish labels"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One published figure and the row of ours it is compared with."""
+
+    source: str
+    """Who published it (author and year)."""
+    measure: str
+    """What it measures, in words."""
+    value: float | None
+    """The figure (a share for accuracies); None where the source states no number."""
+    unit: Unit
+    n: str
+    """The published figure's sample, as the source states it ('' where it states none)."""
+    protocol: str
+    """How the published figure was measured."""
+    model: str
+    """Our model asset it is compared with (rows of model_metrics / evaluation_results)."""
+    table: Table
+    """Where ours is: model_metrics (split, metric) or evaluation_results (suite, metric)."""
+    where: str
+    """model_metrics: the split; evaluation_results: the suite."""
+    metric: str
+    stated: str = ""
+    """The published statement, where it is words rather than a number."""
+
+    def text(self) -> str:
+        """The published figure as the report prints it."""
+        return self.stated if self.value is None else fmt(self.value, self.unit)
+
+
+def fmt(value: float, unit: Unit) -> str:
+    if unit == "share":
+        return f"{value:.2%}"
+    if unit == "percent":
+        return f"{value:.2f}%"
+    if unit == "mse":
+        return f"{value:.4f}"
+    if unit == "pawns":
+        return f"{value:.2f} pawns"
+    return f"{value:g}"
+
+
+def _sabatelli(model: str, measure: str, value: float | None, stated: str = "", metric: str = "accuracy") -> Figure:
+    return Figure(
+        SABATELLI,
+        measure,
+        value,
+        "mse" if metric == "mse" else "share",
+        SABATELLI_N,
+        SABATELLI_PROTOCOL,
+        model,
+        "model_metrics",
+        "test",
+        metric,
+        stated,
+    )
+
+
+MODEL_FIGURES: dict[str, Figure] = {
+    "mlp_bitmap_3class": _sabatelli("mlp_bitmap_3class", "MLP, bitmap input, 3 classes: test accuracy", 0.9607),
+    "mlp_algebraic_3class": _sabatelli(
+        "mlp_algebraic_3class", "MLP, algebraic input, 3 classes: test accuracy", None, "lower than bitmap"
+    ),
+    "cnn_bitmap_3class": _sabatelli(
+        "cnn_bitmap_3class", "CNN, bitmap input, 3 classes: test accuracy", None, "below the feature CNN"
+    ),
+    "cnn_algebraic_3class": _sabatelli(
+        "cnn_algebraic_3class", "CNN, algebraic input, 3 classes: test accuracy", None, "below the feature CNN"
+    ),
+    "cnn_features_3class": _sabatelli("cnn_features_3class", "CNN, feature input, 3 classes: test accuracy", 0.9744),
+    "cnn_features_15class": _sabatelli("cnn_features_15class", "CNN, feature input, 15 classes: test accuracy", 0.9626),
+    "mlp_bitmap_15class": _sabatelli("mlp_bitmap_15class", "MLP, bitmap input, 15 classes: test accuracy", 0.9341),
+    "mlp_bitmap_20class": _sabatelli("mlp_bitmap_20class", "MLP, bitmap input, 20 classes: test accuracy", 0.6833),
+    "mlp_bitmap_regression": _sabatelli(
+        "mlp_bitmap_regression", "MLP regression: test MSE (target in [0, 1])", 0.0016, metric="mse"
+    ),
+    "lubeck_wdl_mlp": Figure(
+        "Lubeck",
+        "W/D/L network: test accuracy",
+        None,
+        "share",
+        "",
+        "his report gives no accuracy",
+        "lubeck_wdl_mlp",
+        "model_metrics",
+        "test",
+        "accuracy",
+        "none published",
+    ),
+}
+"""Each model's headline figure (its test metric), by model asset."""
+
+KAUFMAN_MLP_PAWNS = 1.56
+KAUFMAN_CNN_PAWNS = 1.55
+KAUFMAN_BEST_MOVES = (2, 25)
+KAUFMAN_PROTOCOL = "1-ply player; Stockfish's score after the suite's move minus after the network's"
+HUI_RANDOM_PEAK = 0.84
+HUI_RANDOM_RANGE = (0.73, 0.798)
+"""Hui's share of 100-game batches won against the random mover within 80 plies: from, to."""
+HUI_RANDOM_RANGE_TEXT = f"{HUI_RANDOM_RANGE[0] * 100:.3g}-{HUI_RANDOM_RANGE[1] * 100:.3g}%"
+HUI_RANDOM_PEAK_TEXT = f"{HUI_RANDOM_PEAK * 100:.3g}%"
+HUI_RANDOM = f"{HUI_RANDOM_RANGE_TEXT}, peak {HUI_RANDOM_PEAK_TEXT}"
+"""Hui's figures in words ('73-79.8%, peak 84%')."""
+
+EVALUATION_FIGURES: tuple[Figure, ...] = (
+    Figure(
+        SABATELLI,
+        "Kaufman test, average delta (MLP)",
+        KAUFMAN_MLP_PAWNS,
+        "pawns",
+        f"{KAUFMAN_BEST_MOVES[1]} positions",
+        KAUFMAN_PROTOCOL,
+        "mlp_bitmap_3class",
+        "evaluation_results",
+        "kaufman",
+        "avg_delta_pawns_1ply",
+    ),
+    Figure(
+        SABATELLI,
+        "Kaufman test, average delta (CNN)",
+        KAUFMAN_CNN_PAWNS,
+        "pawns",
+        f"{KAUFMAN_BEST_MOVES[1]} positions",
+        KAUFMAN_PROTOCOL,
+        "cnn_features_3class",
+        "evaluation_results",
+        "kaufman",
+        "avg_delta_pawns_1ply",
+    ),
+    Figure(
+        SABATELLI,
+        "Kaufman test, best moves found (MLP)",
+        KAUFMAN_BEST_MOVES[0],
+        "count",
+        f"{KAUFMAN_BEST_MOVES[1]} positions",
+        KAUFMAN_PROTOCOL,
+        "mlp_bitmap_3class",
+        "evaluation_results",
+        "kaufman",
+        "best_moves_found_1ply",
+    ),
+    Figure(
+        "Hui 2018",
+        "wins against the random mover within 80 plies (peak of 100-game batches)",
+        HUI_RANDOM_PEAK,
+        "share",
+        "100 games a batch",
+        "1-ply player from Sabatelli's 20 openings, both colours (ours); Hui's own games from the start",
+        "mlp_bitmap_3class",
+        "evaluation_results",
+        "random",
+        "win_ratio",
+    ),
+)
+"""Figures of the evaluation (suites and matches), each beside the model it is compared with."""
+
+KAUFMAN_ANCHOR = (
+    f"Sabatelli: average delta {KAUFMAN_MLP_PAWNS} pawns (MLP), {KAUFMAN_CNN_PAWNS} (CNN); "
+    f"{KAUFMAN_BEST_MOVES[0]} of {KAUFMAN_BEST_MOVES[1]} best moves"
+)
+"""Kaufman's figures in one line, as the evaluation rows' detail names them."""
+
+
+def anchor(model: str) -> str:
+    """A model's published figure in one line ('Sabatelli 2017, MLP, ...: test accuracy 96.07%'),
+    for the model assets' descriptions, metadata and the model_results table."""
+    f = MODEL_FIGURES.get(model)
+    return f"{f.source}, {f.measure} {f.text()}" if f else ""
+
+
+def piece_value_anchor(published: dict) -> str:
+    """Team 44's average piece values (training.piece_values.PUBLISHED) in one line."""
+    return "Team 44: " + ", ".join(f"{piece} {value:.2f}" for piece, value in published.items()) + " (pawn = 1)"
+
+
+def deepchess_anchor(published: dict) -> str:
+    """DeepChess's pair accuracies (training.deepchess.PUBLISHED) in one line."""
+    train, val = (fmt(published[k], "share") for k in ("train_pair_accuracy", "val_pair_accuracy"))
+    return f"DeepChess: train / val pair accuracy {train} / {val}"
+
+
+def deepchess_figures(published: dict, buckets: dict) -> list[Figure]:
+    """DeepChess's figures (training.deepchess.PUBLISHED and PUBLISHED_BUCKETS) as rows."""
+    src, model = "DeepChess (David et al. 2016; Low 2021 for the buckets)", "deepchess_net"
+    rows = [
+        Figure(src, "pair accuracy, train", published["train_pair_accuracy"], "share", "", "", model,
+               "model_metrics", "train", "pair_accuracy"),
+        Figure(src, "pair accuracy, validation", published["val_pair_accuracy"], "share", "", "", model,
+               "model_metrics", "val", "accuracy"),
+    ]  # fmt: skip
+    for name, (acc, n) in buckets.items():
+        rows.append(
+            Figure(src, f"Experiment 1, bucket {name}", acc, "share", f"{n:,} pairs", "", model,
+                   "evaluation_results", "deepchess_pairs", name)
+        )  # fmt: skip
+    points, top = published["sts_points"]
+    rows.append(
+        Figure(src, "STS points, 1-ply round robin", points, "count", f"of {top:,}", "", model,
+               "evaluation_results", "STS1-STS15_LAN_v3", "points_1ply")
+    )  # fmt: skip
+    share, n = published["sts_solution_ranking"]
+    rows.append(
+        Figure(src, "STS solution ranking", share, "share", f"{n:,} positions", "", model,
+               "evaluation_results", "STS1-STS15_LAN_v3", "solution_ranking")
+    )  # fmt: skip
+    return rows
+
+
+def piece_value_figures(published: dict) -> list[Figure]:
+    """Team 44's average piece values (training.piece_values.PUBLISHED, pawn = 1) as rows."""
+    return [
+        Figure("Team 44", f"average {piece} value, pawn = 1", value, "count", "", "their test positions",
+               "piece_value_net", "evaluation_results", "piece_values", f"value_{piece}")
+        for piece, value in published.items()
+    ]  # fmt: skip

@@ -1,0 +1,154 @@
+"""The lubeck_grid asset end to end (real games, a Lubeck network trained one epoch, real
+Stockfish, a real Dagster instance), and its start positions checked by direct engine calls."""
+
+import re
+import subprocess
+
+import chess
+import chess.engine
+import dagster as dg
+import pytest
+
+from assets.lubeck_grid import lubeck_grid
+from assets.resources import StockfishResource, StoreResource
+from pipeline.datasets import SplitConfig, build_dataset
+from pipeline.duck import memory_connection
+from pipeline.lubeck_grid import GridConfig, node_budget
+from pipeline.store import Store
+from tests.stores import add_pgn, first_games
+from training.train import TrainConfig, train
+
+TINY = {
+    "depths": [1, 2],
+    "seconds": [1.0, 2.0],
+    "time_scale": 0.01,
+    "positions": 1,
+    "max_plies": 8,
+    "adjudicate_depth": 4,
+    "probe_depth": 6,
+    "candidates": 60,
+    "calibration_depth": 1,
+    "workers": 1,
+}
+"""A grid of 2 depths x 2 times x 2 start kinds, one start position a kind (2 games a cell)."""
+
+
+@pytest.fixture(scope="module")
+def grid_run(tmp_path_factory, stockfish, fics_2022):
+    """60 real games ingested, lubeck_wdl built and Lubeck's network trained one epoch (the
+    library calls, recorded as the model asset's materialisation, as the model asset records it),
+    then lubeck_grid materialised with the tiny config in a real Dagster instance."""
+    tmp = tmp_path_factory.mktemp("lubeck_grid")
+    store = Store(tmp / "store").ensure()
+    add_pgn(store, tmp, "games.pgn", first_games(fics_2022, 60, tmp / "src.pgn"))
+    build_dataset(store, "lubeck_wdl", {}, split=SplitConfig(seed=0, val_fraction=0.2, test_fraction=0.2))
+    trained = train(
+        TrainConfig(
+            store=str(store.root),
+            dataset="lubeck_wdl",
+            model="lubeck",
+            encoder="bitmap768",
+            epochs=1,
+            out=str(tmp / "run"),
+        )
+    )
+    resources = {"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(workers=2)}
+    with dg.instance_for_test() as instance:
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(
+                "lubeck_wdl_mlp", metadata={"checkpoint": dg.MetadataValue.path(str(trained.checkpoint))}
+            )
+        )
+        result = dg.materialize(
+            [lubeck_grid],
+            instance=instance,
+            resources=resources,
+            run_config={"ops": {"lubeck_grid": {"config": TINY}}},
+        )
+        yield store, result
+
+
+def test_the_grid_has_a_cell_per_depth_time_and_start_kind(grid_run):
+    store, result = grid_run
+    assert result.success
+    with memory_connection(store) as con:
+        rows = con.sql(
+            "SELECT suite, metric, value, n FROM evaluation_results "
+            "WHERE asset = 'lubeck_grid' AND model = 'lubeck_wdl_mlp'"
+        ).fetchall()
+    cells = {(k, d, t) for k in ("quiet", "tactical") for d in (1, 2) for t in ("1s", "2s")}
+    by_cell = {}
+    for suite, metric, value, n in rows:
+        _, kind, depth, t = suite.split("/")
+        by_cell.setdefault((kind, int(depth.removeprefix("depth")), t), {})[metric] = (value, n)
+    assert set(by_cell) == cells
+    for figures in by_cell.values():
+        score, n = figures["score"]
+        assert n == 2 and score in (0.0, 0.25, 0.5, 0.75, 1.0)
+        assert set(figures) == {"score", "elo_difference"}
+    report = (store.root / "reports" / "lubeck_grid.md").read_text()
+    assert report.count("| quiet |") == 4 and report.count("| tactical |") == 4
+    assert (store.root / "reports" / "lubeck_grid.png").read_bytes()[:4] == b"\x89PNG"
+    meta = result.asset_materializations_for_node("lubeck_grid")[0].metadata
+    assert meta["cells"].value == 8 and meta["games"].value == 16
+    assert set(meta["nodes_per_second"].value) == {"material_pst", "lubeck_wdl_mlp"}
+    pgn = (store.root / "matches" / "lubeck_grid").glob("*.pgn")
+    assert sum(p.read_text().count("[Event ") for p in pgn) == 16
+
+
+def test_each_cell_plays_the_node_budgets_its_time_buys(grid_run):
+    """The budgets each cell records are t x time_scale x the measured nodes/s of each evaluator
+    (the metadata's nodes/s are rounded: within a node)."""
+    store, result = grid_run
+    nps = result.asset_materializations_for_node("lubeck_grid")[0].metadata["nodes_per_second"].value
+    with memory_connection(store) as con:
+        rows = con.sql(
+            "SELECT suite, detail FROM evaluation_results WHERE asset = 'lubeck_grid' AND metric = 'score'"
+        ).fetchall()
+    assert len(rows) == 8
+    for suite, detail in rows:
+        seconds = float(suite.rsplit("/", 1)[1].removesuffix("s"))
+        net, trad = re.search(r"budgets (\d+) / (\d+) nodes", detail).groups()
+        assert abs(int(net) - node_budget(seconds, nps["lubeck_wdl_mlp"], TINY["time_scale"])) <= 1
+        assert abs(int(trad) - node_budget(seconds, nps["material_pst"], TINY["time_scale"])) <= 1
+
+
+def _static_cp(stockfish: str, fen: str) -> int:
+    """Stockfish's `eval` (White's view) straight from the engine."""
+    out = subprocess.run(
+        [stockfish], input=f"position fen {fen}\neval\nquit\n", capture_output=True, text=True, timeout=30
+    ).stdout
+    line = next(x for x in out.splitlines() if x.startswith("Final evaluation"))
+    return round(float(line.split()[2]) * 100)
+
+
+def test_quiet_and_tactical_starts_meet_their_definition(grid_run, stockfish):
+    """The start positions the asset played (its report's table) checked with the engine directly:
+    python-chess's own UCI client for the search, Stockfish's `eval` for the static evaluation."""
+    store, _ = grid_run
+    cfg = GridConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in TINY.items()})
+    report = (store.root / "reports" / "lubeck_grid.md").read_text()
+    starts = {}
+    for line in report.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 5 and cells[0].split(".")[0] in ("quiet", "tactical"):
+            starts.setdefault(cells[0].split(".")[0], []).append(cells[1].strip("`"))
+    assert {k: len(v) for k, v in starts.items()} == {"quiet": 1, "tactical": 1}
+    engine = chess.engine.SimpleEngine.popen_uci(stockfish)
+    try:
+        engine.configure({"Threads": 1, "Hash": 16})
+        for kind, fens in starts.items():
+            for fen in fens:
+                board = chess.Board(fen)
+                assert not board.is_check()
+                search = engine.analyse(board, chess.engine.Limit(depth=cfg.probe_depth), game=object())
+                search_cp = search["score"].white().score()
+                static_cp = _static_cp(stockfish, fen)
+                assert search_cp is not None and abs(search_cp) <= cfg.max_eval_cp
+                gap = abs(static_cp - search_cp)
+                if kind == "quiet":
+                    assert gap <= cfg.quiet_max_gap_cp, (fen, static_cp, search_cp)
+                else:
+                    assert gap >= cfg.tactical_min_gap_cp, (fen, static_cp, search_cp)
+    finally:
+        engine.quit()

@@ -1,0 +1,181 @@
+"""The reproduction report's table, from hand-made inputs (no store, no engine)."""
+
+import pytest
+
+from pipeline.published import EVALUATION_FIGURES, MODEL_FIGURES, anchor, deepchess_figures, piece_value_figures
+from pipeline.reproduction import Ours, ReportInputs, Step, hms, on_published_split, render
+
+
+def _rows(text: str) -> list[list[str]]:
+    table = text.split("## Published figures beside ours", 1)[1].split("\n## ", 1)[0]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("| ")][1:]
+
+
+def test_one_row_per_figure_with_both_protocols_beside_the_published_one():
+    mlp = MODEL_FIGURES["mlp_bitmap_3class"]
+    figures = [mlp, MODEL_FIGURES["mlp_algebraic_3class"], *EVALUATION_FIGURES[:1]]
+    ours = {
+        (on_published_split("mlp_bitmap_3class"), "model_metrics", "test", "accuracy"): Ours(0.8451, 1234),
+        ("mlp_bitmap_3class", "model_metrics", "test", "accuracy"): Ours(0.7352, 1100),
+        ("mlp_bitmap_3class", "evaluation_results", "kaufman", "avg_delta_pawns_1ply"): Ours(2.5, 25),
+    }
+    sizes = {"mlp_bitmap_3class": "full profile, 10 train rows; smaller than published: at most 2 epochs"}
+    text = render(ReportInputs(figures, ours, sizes, [Step("labels", 75.0, "materialised")], {"profile": "full"}))
+    rows = _rows(text)
+    assert len(rows) == 3
+    assert rows[0][3] == "96.07%" and rows[0][6:10] == ["84.51%", "1,234", "73.52%", "1,100"]
+    assert "at most 2 epochs" in rows[0][10]
+    assert rows[1][3] == "lower than bitmap" and rows[1][6] == "not measured" and rows[1][10] == "not trained"
+    assert rows[2][3] == "1.56 pawns" and rows[2][6] == "-" and rows[2][8] == "2.50 pawns"  # no split column
+    assert "| labels | materialised | 1m 15s |" in text
+
+
+def test_published_figures_come_from_one_place():
+    # The model assets' anchors and the evaluation rows' detail are made from these figures.
+    from pipeline.evaluation import KAUFMAN_ANCHOR
+
+    assert "96.07%" in anchor("mlp_bitmap_3class") and anchor("no_such_model") == ""
+    assert "1.56" in KAUFMAN_ANCHOR and "2 of 25" in KAUFMAN_ANCHOR
+    dc = deepchess_figures({"train_pair_accuracy": 0.9, "val_pair_accuracy": 0.8, "sts_points": (1160, 15000),
+                            "sts_solution_ranking": (0.6, 10)}, {"A": (0.7, 5)})  # fmt: skip
+    assert [f.text() for f in dc] == ["90.00%", "80.00%", "70.00%", "1160", "60.00%"]
+    assert [f.metric for f in piece_value_figures({"knight": 2.94})] == ["value_knight"]
+
+
+def test_hms():
+    assert hms(None) == "-" and hms(59.6) == "1m 00s" and hms(3725) == "1h 02m 05s"
+
+
+# `chess-pipeline reproduce`'s settings, without a store or an engine.
+
+
+def _trained(cfg, model: str):
+    """The TrainConfig the reproduce command's run config gives the model."""
+    from assets.cli.reproduce import op_configs
+    from assets.training import train_config
+
+    run = op_configs(cfg, [model], {}, [model])[model]
+    return train_config(model, run, "", "")
+
+
+def _profile(model: str, profile: str):
+    from assets.training import TrainRunConfig, train_config
+
+    return train_config(model, TrainRunConfig(profile=profile), "", "")
+
+
+@pytest.mark.parametrize(
+    "model, profile, caps",
+    [
+        ("mlp_bitmap_3class", "quick", {"max_epochs": 10, "max_train_rows": 10**9}),  # above: the profile's
+        ("mlp_counts_3class", "quick", {"max_epochs": 6, "max_train_rows": 1_000}),  # below: the cap
+        ("mlp_bitmap_3class", "full", {"max_epochs": 3, "max_train_rows": 5_000}),  # full: every row
+        ("mlp_bitmap_3class", "quick", {}),  # no cap: the profile's
+    ],
+)
+def test_max_epochs_and_rows_cap_each_models_profile_never_raise_it(model, profile, caps):
+    from assets.cli.reproduce import ReproduceConfig
+
+    got = _trained(ReproduceConfig(profile=profile, **caps), model)
+    own = _profile(model, profile)
+    want_epochs = min(own.epochs, caps.get("max_epochs", own.epochs))
+    rows = caps.get("max_train_rows", 0)
+    want_rows = own.max_train_rows if not rows else min(own.max_train_rows or rows, rows)
+    assert (got.epochs, got.max_train_rows) == (want_epochs, want_rows)
+    assert got.epochs <= own.epochs and (own.max_train_rows == 0 or 0 < got.max_train_rows <= own.max_train_rows)
+
+
+@pytest.mark.parametrize(
+    "flag, value, words",
+    [
+        ("--max-epochs", "-1", "--max-epochs must be 0 or more"),
+        ("--max-train-rows", "-2", "--max-train-rows must be -1 or more"),
+        ("--openings", "-3", "--openings must be 0 or more"),
+        ("--workers", "-1", "--workers must be 0 or more"),
+        ("--label-depth", "0", "--label-depth must be 1 or more"),
+    ],
+)
+def test_bad_numbers_are_refused_in_one_line_before_any_store_work(tmp_path, monkeypatch, flag, value, words):
+    from assets.cli.app import main
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.pgn").write_text("")
+    home = tmp_path / "store"
+    argv = ["--home", str(home), "reproduce", "--data", str(tmp_path / "data"), "--suites", str(tmp_path), flag, value]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert words in str(e.value) and f"got {value}" in str(e.value) and "\n" not in str(e.value)
+    assert not home.exists() and not (tmp_path / "dagster").exists()
+
+
+def test_each_models_schedule_is_its_own():
+    from assets.cli.reproduce import ReproduceConfig, bounds_text, schedule_text
+
+    quick = ReproduceConfig(profile="quick")
+    for model in ("mlp_bitmap_3class", "mlp_counts_3class", "deepchess_net"):
+        own = _profile(model, "quick")
+        text = schedule_text(quick, model)
+        assert f"at most {own.epochs} epoch(s)" in text and f"{own.max_minutes:g} minutes" in text, text
+    assert schedule_text(quick, "mlp_counts_3class") != schedule_text(quick, "mlp_bitmap_3class")
+    assert "at most 2 epoch(s)" in schedule_text(ReproduceConfig(profile="quick", max_epochs=2), "mlp_counts_3class")
+    assert bounds_text(quick) == "none"  # no hard-coded profile sizes in the run's bounds
+
+
+def test_a_change_of_suites_folder_changes_the_settings_fingerprint(tmp_path):
+    from assets.cli.reproduce import ReproduceConfig, settings_text
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, b = ReproduceConfig(suites=str(tmp_path / "a")), ReproduceConfig(suites=str(tmp_path / "b"))
+    assert settings_text(a) != settings_text(b)
+    assert settings_text(a) == settings_text(ReproduceConfig(suites=str(tmp_path / "b" / ".." / "a")))
+
+
+def test_quick_eval_plays_a_small_lubeck_grid():
+    from assets.cli.reproduce import ReproduceConfig, op_configs
+    from assets.reproduce import LUBECK_GRID
+    from pipeline.lubeck_grid import GridConfig
+
+    quick = op_configs(ReproduceConfig(quick_eval=True), [LUBECK_GRID], {}, [])[LUBECK_GRID].to_dataclass(GridConfig)
+    full = GridConfig()
+    cells = len(quick.depths) * len(quick.seconds) * quick.positions
+    assert cells * 4 <= len(full.depths) * len(full.seconds) * full.positions
+    assert quick.positions == 2 and quick.depths == (2,) and quick.seconds == (1.0,)
+
+
+def test_a_step_that_failed_this_run_shows_failed_not_its_older_materialisation():
+    import dagster as dg
+
+    from assets.reproduce import _step
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.report_runless_asset_event(dg.AssetMaterialization("sabatelli_3class"))
+        assert _step(instance, "sabatelli_3class").status == "materialised"
+        failed = _step(instance, "sabatelli_3class", "failed: boom")
+        assert (failed.status, failed.seconds, failed.detail) == ("failed", None, "boom")
+        assert _step(instance, "mlp_bitmap_3class", "skipped: sabatelli_3class failed").status == "skipped"
+        assert _step(instance, "sabatelli_3class", "kept").status == "kept"
+        assert _step(instance, "labels", "done").status == "done"
+
+
+def test_model_and_selfplay_anchors_are_formatted_from_the_published_dicts():
+    from pathlib import Path
+
+    import assets.selfplay
+    import assets.training
+    from assets.training import MODELS
+    from pipeline.published import HUI_RANDOM_PEAK, deepchess_anchor, piece_value_anchor
+    from training.deepchess import PUBLISHED as DEEPCHESS
+    from training.piece_values import PUBLISHED as TEAM44
+
+    assert MODELS["piece_value_net"].anchor == piece_value_anchor(TEAM44)
+    assert f"knight {TEAM44['knight']:.2f}" in MODELS["piece_value_net"].anchor
+    assert MODELS["deepchess_net"].anchor == deepchess_anchor(DEEPCHESS)
+    assert f"{DEEPCHESS['val_pair_accuracy']:.2%}" in MODELS["deepchess_net"].anchor
+    assert piece_value_anchor({"knight": 3.0}) == "Team 44: knight 3.00 (pawn = 1)"
+    assert f"peak {HUI_RANDOM_PEAK:.0%}" in assets.selfplay.PUBLISHED_RANDOM
+    # No figure typed a second time in the asset modules.
+    for module, figures in ((assets.training, ("2.94", "9.87", "96.68", "96.74")), (assets.selfplay, ("79.8", "84%"))):
+        source = Path(module.__file__).read_text()
+        assert not [f for f in figures if f in source], module.__name__
