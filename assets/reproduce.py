@@ -150,7 +150,7 @@ class ReportConfig(DescribedConfig):
     schedules: dict[str, str] = {}
     """model -> its resolved schedule in words (its profile's rows, epochs and minutes, with the run's caps)."""
     outcomes: dict[str, str] = {}
-    """step -> what this run did with it: done, kept, failed: <why>, skipped: <why> (a step not
+    """step -> what this run did with it: done, kept, `failed: <why>`, `skipped: <why>` (a step not
     named: as its latest materialisation says)."""
 
 
