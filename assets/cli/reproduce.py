@@ -17,7 +17,7 @@ runs again from its start (a training run starts a new run folder).
 import argparse
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import get_args
 
@@ -26,6 +26,7 @@ import dagster as dg
 from assets.cli.flags import add_field_flag
 from assets.cli.runtime import failure_message, materialize, open_instance, open_store
 from pipeline import duck
+from pipeline.settings import from_namespace
 from pipeline.store import Store
 from training.choices import Profile
 
@@ -64,8 +65,6 @@ class ReproduceConfig:
 
 
 def openings_help() -> str:
-    from dataclasses import fields
-
     from assets.cli.evaluate import QUICK_EVALUATION
     from pipeline.evaluation import MatchConfig  # MatchesConfig's fields (assets.evaluation: slow to import)
 
@@ -378,20 +377,8 @@ def reproduce(store: Store, instance: dg.DagsterInstance, cfg: ReproduceConfig) 
 
 
 def cmd_reproduce(args: argparse.Namespace) -> None:
-    cfg = ReproduceConfig(
-        data=args.data,
-        archives=args.archives,
-        suites=args.suites,
-        models=tuple(args.models),
-        profile=args.profile,
-        label_depth=args.label_depth,
-        label_static=args.label_static,
-        max_epochs=args.max_epochs,
-        max_train_rows=args.max_train_rows,
-        quick_eval=args.quick_eval,
-        openings=args.openings,
-        workers=args.workers,
-    )
+    flagged = [f.name for f in fields(ReproduceConfig) if f.name != "models"]
+    cfg = from_namespace(ReproduceConfig, args, flagged, models=tuple(args.models))
     check_config(cfg)  # before a store is made
     check_models(cfg.models)
     select_archives(cfg)
