@@ -21,6 +21,7 @@ import pytest
 
 from deploy import cluster_test as ct
 from deploy.servers import ServerMissing, moto_binary, postgres_bindir, redis_binary, start_redis, stop_pid
+from pipeline.labels import SHARD_LEASE_TTL_S
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -94,6 +95,16 @@ def _labels_launch(resources, key):
     return launch
 
 
+def _shard_lease_left(env, shard: str) -> bool:
+    """Whether a lease object of the shard is still in the store (its holder died holding it)."""
+    from pipeline import storage
+    from pipeline.store import Store
+
+    with ct.environ(env):
+        root = Store(env["CHESS_PIPELINE_HOME"]).root
+        return any(f"shard-{shard}" in o["Key"] for o in storage.list_objects(root / storage.LEASES))
+
+
 def _shard_facts(env, shard):
     """(distinct positions of the shard, labels of the shard, labels beyond one per position)."""
     from pipeline import duck
@@ -119,11 +130,22 @@ def test_worker_killed_mid_labels_step_then_rerun_loses_and_repeats_nothing(clus
     run, log = ct.start_run(_labels_launch(ingested, shard), c.env, c.logdir, 90)
     name, pid = ct.wait_for_step_process(c.workers)
     assert ct.queue_of(name) == (ct.STOCKFISH_QUEUE,), name
+    deadline = time.monotonic() + 120
+    while not _shard_lease_left(c.env, shard) and time.monotonic() < deadline:
+        time.sleep(0.2)  # until the step holds the shard's lease: then it is labelling
+    assert _shard_lease_left(c.env, shard), "the step never took the shard's lease"
     time.sleep(2.0)  # engines busy on the shard's positions
     os.kill(pid, signal.SIGKILL)  # the worker process running the step, engines and all
+    killed_at = time.monotonic()
     assert run.wait(300) != 0, log.read_text()[-3000:]
-    distinct, labelled, _ = _shard_facts(c.env, int(shard))
-    assert labelled < distinct, "the kill came after the step had finished: nothing was tested"
+    distinct, before, _ = _shard_facts(c.env, int(shard))
+    assert before < distinct, "the kill came after the step had finished: nothing was tested"
+    # The dead step's lease stays until it expires (SHARD_LEASE_TTL_S after its last renewal):
+    # a re-run before then leaves the shard to its holder (a warning, nothing labelled twice) ...
+    assert _shard_lease_left(c.env, shard)
+    ct.run_together([_labels_launch(ingested, shard)], c.env, c.logdir)
+    assert _shard_facts(c.env, int(shard))[1:] == (before, 0)
+    time.sleep(max(0.0, SHARD_LEASE_TTL_S + 5 - (time.monotonic() - killed_at)))
     # Re-run the partition: it must complete the shard, and label no position twice.
     ct.run_together([_labels_launch(ingested, shard)], c.env, c.logdir)
     distinct, labelled, dup = _shard_facts(c.env, int(shard))
