@@ -48,7 +48,7 @@ class LabelsConfig(
         LabelRun,
         name="LabelRunSettings",
         base=config_from(Limit, name="LimitSettings", rename={"kind": "limit"}),
-        names=["max_positions", "relabel", "order", "retry_failed", "archives"],
+        names=["max_positions", "relabel", "order", "retry_failed", "archives", "shard_lease_ttl_s"],
     )
 ):
     """A labels run: pipeline.engine.Limit's fields (`kind` as `limit`), then
@@ -114,17 +114,21 @@ def labels(context: dg.AssetExecutionContext, config: LabelsConfig, store: Store
     keys = context.partition_keys
     shards = shards_of(keys)
     st = store.get()
-    run = LabelRun(
-        limit=Limit(config.limit, config.value),
-        relabel=config.relabel,
-        order=config.order,
-        max_positions=config.max_positions,
-        max_seconds=config.max_minutes * 60,
-        retry_failed=config.retry_failed,
-        shards=shards,
-        archives=tuple(config.archives),
-        run_id=context.run.run_id,
-    )
+    try:
+        run = LabelRun(
+            limit=Limit(config.limit, config.value),
+            relabel=config.relabel,
+            order=config.order,
+            max_positions=config.max_positions,
+            max_seconds=config.max_minutes * 60,
+            retry_failed=config.retry_failed,
+            shards=shards,
+            archives=tuple(config.archives),
+            run_id=context.run.run_id,
+            shard_lease_ttl_s=config.shard_lease_ttl_s,
+        )
+    except ValueError as e:  # a bad value in the run config: its one line, not a traceback
+        raise dg.Failure(description=f"labels run config: {e}") from None
     reporter = run_progress(context, "positions")
 
     def progress(p: LabelProgress) -> None:

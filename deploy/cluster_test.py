@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -90,6 +91,12 @@ class Plan:
     depth: int = 8
     dataset: str = "piece_values"
     dataset_config: Mapping = field(default_factory=lambda: {"min_elo": 0})
+    label_archives: tuple[str, ...] = ()
+    """A tighter label bound: only the shards' positions that occur in these archives (their
+    partition keys, the file names; the labels asset's `archives`); empty: every archive's."""
+    shard_lease_ttl_s: float | None = None
+    """The labels runs' shard lease time on an S3 store (the labels asset's `shard_lease_ttl_s`);
+    None: the asset's default (pipeline.labels.SHARD_LEASE_TTL_S)."""
 
 
 class ClusterTestFailed(RuntimeError):
@@ -398,7 +405,12 @@ def label_launches(plan: Plan, resources: dict, profile: str) -> list[Launch]:
     Celery task on the stockfish queue), all started at once as a backfill would."""
     from assets.partitions import shard_key
 
-    config = {"ops": {"labels": {"config": {"limit": "depth", "value": plan.depth}}}, "resources": resources}
+    labels_config: dict = {"limit": "depth", "value": plan.depth}
+    if plan.label_archives:
+        labels_config["archives"] = list(plan.label_archives)
+    if plan.shard_lease_ttl_s is not None:
+        labels_config["shard_lease_ttl_s"] = plan.shard_lease_ttl_s
+    config = {"ops": {"labels": {"config": labels_config}}, "resources": resources}
     keys = [shard_key(s) for s in plan.shards]
     if profile == "cluster":
         # One engine per step: each stockfish worker here runs one step at a time (concurrency
@@ -426,9 +438,14 @@ def add_archives(plan: Plan, env: Mapping[str, str]) -> list[str]:
     return keys
 
 
-def ingest(plan: Plan, env: Mapping[str, str], logdir: Path) -> dict:
-    """The archives' partitions (one run each, at once), then the DuckDB views; returns the
-    run config's resources (the store root) for the later runs."""
+def views_launch(resources: dict) -> Launch:
+    """The run of the DuckDB views asset."""
+    return Launch("duckdb_views", None, {"resources": resources})
+
+
+def ingest(plan: Plan, env: Mapping[str, str], logdir: Path, views: bool = True) -> dict:
+    """The archives' partitions (one run each, at once), then the DuckDB views (views=False:
+    not); returns the run config's resources (the store root) for the later runs."""
     keys = add_archives(plan, env)
     resources = {"store": {"config": {"root": env["CHESS_PIPELINE_HOME"]}}}
     run_together(
@@ -436,18 +453,22 @@ def ingest(plan: Plan, env: Mapping[str, str], logdir: Path) -> dict:
         env,
         logdir,
     )
-    run_together([Launch("duckdb_views", None, {"resources": resources})], env, logdir)
+    if views:
+        run_together([views_launch(resources)], env, logdir)
     return resources
 
 
 def run_plan(plan: Plan, env: Mapping[str, str], logdir: Path, resources: dict | None = None) -> float:
     """Ingest, views, labels, dataset, as runs through `dagster asset materialize`; returns
-    the seconds the labels runs took. resources: what ingest() returned when the plan's
-    archives are ingested already (then only the labels and the dataset run)."""
+    the seconds the labels runs took. The views run beside the labels runs: neither asset reads
+    the other (both depend on the ingest's tables only). resources: what ingest() returned when
+    the plan's archives are ingested already (then only the labels and the dataset run)."""
+    views = []
     if resources is None:
-        resources = ingest(plan, env, logdir)
+        resources = ingest(plan, env, logdir, views=False)
+        views = [views_launch(resources)]
     t0 = time.monotonic()
-    run_together(label_launches(plan, resources, env["CHESS_PIPELINE_PROFILE"]), env, logdir)
+    run_together(views + label_launches(plan, resources, env["CHESS_PIPELINE_PROFILE"]), env, logdir)
     label_s = time.monotonic() - t0
     dataset_config = {"ops": {plan.dataset: {"config": dict(plan.dataset_config)}}, "resources": resources}
     run_together([Launch(plan.dataset, None, dataset_config)], env, logdir)
@@ -736,26 +757,38 @@ def check_archives(plan: Plan) -> None:
             raise ClusterTestFailed(f"archive {p} not found (the shared data lives in ../shared/data)")
 
 
-def compare_on(c: Cluster, plan: Plan, embedded_tmp: Path, out=print, resources: dict | None = None) -> Result:
+def compare_on(
+    c: Cluster, plan: Plan, embedded_tmp: Path, out=print, resources: dict | None = None, together: bool = False
+) -> Result:
     """The plan on a running cluster, then through the embedded profile (its instance and store
     under embedded_tmp), compared. resources: the cluster's store has the plan's archives
-    ingested already (what ingest() returned); the embedded side ingests them itself."""
+    ingested already (what ingest() returned); the embedded side ingests them itself.
+    together: run the embedded side while the cluster side runs, not after it (they share no
+    instance, store or log folder), so the comparison takes about the longer of the two rather
+    than their sum; each side's seconds then include the other's load on the machine."""
     seconds = {}
     out(
         f"cluster: postgres 127.0.0.1:{c.pg.port}, redis {c.broker.url}, "
         f"store {c.env['CHESS_PIPELINE_HOME']}" + (f" on {c.s3_endpoint}" if c.s3_endpoint else " (local folder)")
     )
     out(f"workers: {', '.join(f'{n} (pid {p.pid})' for n, p in c.workers.items())}")
-    t0 = time.monotonic()
-    seconds["cluster labels"] = run_plan(plan, c.env, c.logdir, resources)
-    seconds["cluster total"] = time.monotonic() - t0
+    env = embedded_env(embedded_tmp)
+
+    def embedded() -> tuple[float, float]:
+        t0 = time.monotonic()
+        return run_plan(plan, env, embedded_tmp / "logs"), time.monotonic() - t0
+
+    with ThreadPoolExecutor(1) as side:
+        embedded_run = side.submit(embedded) if together else None
+        t0 = time.monotonic()
+        seconds["cluster labels"] = run_plan(plan, c.env, c.logdir, resources)
+        seconds["cluster total"] = time.monotonic() - t0
+        if embedded_run is None:
+            embedded_run = side.submit(embedded)
+        seconds["embedded labels"], seconds["embedded total"] = embedded_run.result()
     steps = steps_by_worker(c.env)
     counts = worker_task_counts(c.broker.url)
     cluster_summary = summarize(plan, c.env)
-    env = embedded_env(embedded_tmp)
-    t0 = time.monotonic()
-    seconds["embedded labels"] = run_plan(plan, env, embedded_tmp / "logs")
-    seconds["embedded total"] = time.monotonic() - t0
     embedded_summary = summarize(plan, env)
     differences = compare(embedded_summary, cluster_summary)
     return Result(embedded_summary, cluster_summary, steps, counts, seconds, differences, check_routing(steps))

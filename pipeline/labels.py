@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import math
 import os
 import re
 import tempfile
@@ -49,8 +50,11 @@ log = logging.getLogger(__name__)
 """Warnings a run cannot report through its progress callback (stderr, unless logging is configured)."""
 SHARDS = 16
 SHARD_LEASE_TTL_S = 120.0
-"""An S3 store's shard lease: renewed every third of this while held; a killed holder's shard
-is free again this long after its last renewal."""
+"""An S3 store's shard lease time by default (LabelRun.shard_lease_ttl_s): renewed every third
+of this while held; a killed holder's shard is free again this long after its last renewal."""
+SHARD_LEASE_MIN_TTL_S = 10.0
+"""The shortest shard lease time a run may choose: its renewal (a PUT every third of it) must
+reach the object store well within it, even on a loaded machine."""
 Order = Literal["first_seen", "oldest", "most_used"]
 ORDERS: tuple[str, ...] = get_args(Order)
 
@@ -176,10 +180,20 @@ class LabelRun:
     flush_positions: int = 5000
     flush_seconds: float = 60.0
     run_id: str = ""
+    shard_lease_ttl_s: float = SHARD_LEASE_TTL_S
+    """S3 store only: seconds a shard's lease lasts without renewal (renewed every third of it
+    while held); a killed run's shards are free again this long after its last renewal. At
+    least 10 (SHARD_LEASE_MIN_TTL_S)."""
 
     def __post_init__(self):
         if self.order not in ORDERS:
             raise ValueError(f"order must be one of {ORDERS}, got {self.order!r}")
+        ttl = self.shard_lease_ttl_s
+        if not (isinstance(ttl, int | float) and math.isfinite(ttl) and ttl >= SHARD_LEASE_MIN_TTL_S):
+            raise ValueError(
+                f"shard_lease_ttl_s must be a number of seconds, at least {SHARD_LEASE_MIN_TTL_S:g} "
+                f"(default {SHARD_LEASE_TTL_S:g}), got {ttl!r}"
+            )
         bad = [s for s in self.shards if not 0 <= s < SHARDS]
         if bad:
             raise ValueError(f"shards must be in 0..{SHARDS - 1}, got {bad}")
@@ -255,7 +269,7 @@ def shard_lock_name(setting: Setting, shard: int) -> str:
 
 
 @contextmanager
-def shard_lock(store: Store, setting: Setting, shard: int) -> Iterator[Lease]:
+def shard_lock(store: Store, setting: Setting, shard: int, ttl_s: float = SHARD_LEASE_TTL_S) -> Iterator[Lease]:
     """Try to take one shard of one setting without waiting; yields a Lease, true when this
     process holds the shard. Held while the shard's pending positions are queried, labelled and
     written, so a run that takes the shard after it sees every label written under it (no
@@ -263,11 +277,12 @@ def shard_lock(store: Store, setting: Setting, shard: int) -> Iterator[Lease]:
 
     Local store: an `flock` on a file under the store root, dropped by the kernel when its
     holder dies, so a SIGKILLed run frees its shard at once. S3 store (flock does not exist
-    there): the store's lease object (Store.lease), renewed while held and free again
-    SHARD_LEASE_TTL_S after a killed holder's last renewal; a holder that learns it lost its
-    lease stops before it writes another part (_PartWriter.flush checks)."""
+    there): the store's lease object (Store.lease), renewed every ttl_s/3 while held and free
+    again ttl_s after a killed holder's last renewal (the holder's ttl_s, which the lease object
+    records); a holder that learns it lost its lease stops before it writes another part
+    (_PartWriter.flush checks)."""
     if store.remote:  # an S3 store: a lease object, renewed while held (Store.lease)
-        with store.lease(f"labels.{shard_lock_name(setting, shard)}", SHARD_LEASE_TTL_S) as lease:
+        with store.lease(f"labels.{shard_lock_name(setting, shard)}", ttl_s) as lease:
             yield lease
         return
     with file_lock(store.root / "labels" / ".locks" / shard_lock_name(setting, shard), wait=False) as held:
@@ -531,7 +546,7 @@ def label_store(
 
     with memory_connection(store) as con, ExitStack() as locks:
         if run.relabel:
-            leases = {s: locks.enter_context(shard_lock(store, setting, s)) for s in run.shards}
+            leases = {s: locks.enter_context(shard_lock(store, setting, s, run.shard_lease_ttl_s)) for s in run.shards}
             held = [s for s, lease in leases.items() if lease]
             writer.leases = [leases[s] for s in held]
             stats.shards_busy = [s for s in run.shards if s not in held]
@@ -568,7 +583,7 @@ def label_store(
                 for shard in run.shards:
                     if stats.stopped_by:
                         break
-                    with shard_lock(store, setting, shard) as mine:
+                    with shard_lock(store, setting, shard, run.shard_lease_ttl_s) as mine:
                         if not mine:
                             stats.shards_busy.append(shard)
                             continue

@@ -238,8 +238,20 @@ WRITES = [
 ]
 
 
-def test_sql_refuses_every_write_and_the_store_stays_byte_identical(home, capsys, tmp_path):
-    main(["--home", str(home), "ingest", str(_pgn(tmp_path / "a.pgn", 3))])
+@pytest.fixture(scope="module")
+def three_games(tmp_path_factory):
+    """A store of 3 short games ingested once through the CLI (its own DAGSTER_HOME), shared by
+    the tests below that only read it (`sql`, `report`): one ingest, not one per test."""
+    tmp = tmp_path_factory.mktemp("three_games")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DAGSTER_HOME", str(tmp / "dagster"))
+        mp.delenv("CHESS_PIPELINE_HOME", raising=False)
+        main(["--home", str(tmp / "store"), "ingest", str(_pgn(tmp / "a.pgn", 3))])
+    return tmp / "store"
+
+
+def test_sql_refuses_every_write_and_the_store_stays_byte_identical(home, capsys, three_games):
+    home = three_games
     [part] = (home / "games").glob("archive=*")
     before = _tree_digest(home)
     for statement in WRITES:
@@ -282,10 +294,10 @@ README_QUERIES = [
 ]
 
 
-def test_sql_still_reads_what_the_readme_shows_and_reports_run(home, capsys, tmp_path):
+def test_sql_still_reads_what_the_readme_shows_and_reports_run(home, capsys, three_games):
     from importlib import resources
 
-    main(["--home", str(home), "ingest", str(_pgn(tmp_path / "a.pgn", 3))])
+    home = three_games
     capsys.readouterr()
     for sql in README_QUERIES:
         main(["--home", str(home), "sql", sql, "--format", "json"])

@@ -184,13 +184,33 @@ def test_a_run_with_no_partition_fails_in_one_line(instance, tmp_path, stockfish
     assert _label_rows(store) == []
 
 
-def test_one_run_over_every_partition_and_a_run_per_partition_give_the_unpartitioned_labels(
-    instance, tmp_path, stockfish
-):
+def test_a_shard_lease_time_below_the_floor_fails_the_run_in_one_line(instance, tmp_path, stockfish):
+    store = _store(tmp_path)
+    result = dg.materialize(
+        [labels],
+        instance=instance,
+        resources=_resources(store),
+        partition_key="00",
+        run_config={"ops": {"labels": {"config": {"shard_lease_ttl_s": 5.0}}}},
+        raise_on_error=False,
+    )
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    message = failure.step_failure_data.user_failure_data.description
+    assert message == (
+        "labels run config: shard_lease_ttl_s must be a number of seconds, at least 10 (default 120), got 5.0"
+    )
+    assert _label_rows(store) == []
+
+
+def test_one_run_over_every_partition_and_a_run_per_partition_give_the_unpartitioned_labels(tmp_path, stockfish):
     """The same games in three stores: labelled by the library over every shard at once (what the
     unpartitioned asset ran), by one Dagster run over the partition range 00..15, and by 16 runs
     of one partition each. The same label rows, every distinct position once. Each partition's
-    run covers its own shard: its coverage check and counts are that shard's."""
+    run covers its own shard: its coverage check and counts are that shard's. Each store's runs
+    go to an in-memory instance of their own (a SQLite one writes every event of the 19 runs to
+    disk: most of this test's time before), so the per-partition runs alone must have
+    materialised every partition."""
     by_shard = _keys_by_shard(GAMES)
     distinct = sum(len(v) for v in by_shard.values())
 
@@ -201,27 +221,29 @@ def test_one_run_over_every_partition_and_a_run_per_partition_give_the_unpartiti
     assert len(want) == distinct
 
     single = _store(tmp_path / "single")
-    meta, checks = _materialize(instance, single, tags=ALL_SHARDS_TAGS)
+    with dg.DagsterInstance.ephemeral() as instance:
+        meta, checks = _materialize(instance, single, tags=ALL_SHARDS_TAGS)
     assert meta["labelled"] == meta["distinct_positions"] == distinct and meta["shards"] == "00..15"
     assert all(c.passed for c in checks.values())
     assert _label_rows(single) == want
 
     per_partition = _store(tmp_path / "per_partition")
-    for key in SHARD_KEYS:
-        meta, checks = _materialize(instance, per_partition, partition_key=key)
-        shard = len(by_shard.get(int(key), ()))
-        assert (meta["labelled"], meta["distinct_positions"], meta["shards"]) == (shard, shard, key)
-        assert checks["coverage"].passed and checks["coverage"].metadata["labelled"].value == shard
-        assert checks["no_duplicate_labels"].passed
-    assert _label_rows(per_partition) == want
+    with dg.DagsterInstance.ephemeral() as instance:
+        for key in SHARD_KEYS:
+            meta, checks = _materialize(instance, per_partition, partition_key=key)
+            shard = len(by_shard.get(int(key), ()))
+            assert (meta["labelled"], meta["distinct_positions"], meta["shards"]) == (shard, shard, key)
+            assert checks["coverage"].passed and checks["coverage"].metadata["labelled"].value == shard
+            assert checks["no_duplicate_labels"].passed
+        assert _label_rows(per_partition) == want
 
-    # The partitions' materialisations are Dagster's: every shard of each store is materialised.
-    materialized = instance.get_materialized_partitions(dg.AssetKey("labels"))
-    assert materialized == set(SHARD_KEYS)
+        # The partitions' materialisations are Dagster's: every shard of the store is materialised.
+        materialized = instance.get_materialized_partitions(dg.AssetKey("labels"))
+        assert materialized == set(SHARD_KEYS)
 
-    # Run again, a partition labels nothing: everything in it is labelled.
-    busiest = max(by_shard, key=lambda s: len(by_shard[s]))
-    meta, _ = _materialize(instance, per_partition, partition_key=SHARD_KEYS[busiest])
+        # Run again, a partition labels nothing: everything in it is labelled.
+        busiest = max(by_shard, key=lambda s: len(by_shard[s]))
+        meta, _ = _materialize(instance, per_partition, partition_key=SHARD_KEYS[busiest])
     assert meta["labelled"] == 0 and meta["failed"] == 0
     assert integrity(per_partition, DEPTH8)["duplicates"] == 0
 
@@ -330,6 +352,15 @@ def test_a_partition_run_killed_mid_shard_then_run_again_loses_and_repeats_nothi
     assert integrity(real_store, DEPTH8)["rows"] == distinct
 
 
+def _blocked_on_pool(instance) -> bool:
+    """Whether the instance's one run logged Dagster's "Step blocked by limit for pool stockfish"."""
+    records = instance.get_run_records()
+    if not records:
+        return False
+    logs = instance.all_logs(records[0].dagster_run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)
+    return any(f"blocked by limit for pool {POOL}" in (e.message or "") for e in logs)
+
+
 def test_the_stockfish_pool_limit_holds_a_labels_step_until_a_slot_is_free(tmp_path, stockfish):
     """A pool limit of 1 with its slot taken by another run: the labels step waits (no engine
     started, nothing labelled), and runs once the slot is freed."""
@@ -345,7 +376,12 @@ def test_the_stockfish_pool_limit_holds_a_labels_step_until_a_slot_is_free(tmp_p
             target=lambda: out.append(_materialize(instance, store, partition_key="00")), daemon=True
         )
         run.start()
-        time.sleep(8)
+        # Until Dagster says the step is blocked on the pool (polled, not a fixed sleep): then it
+        # has asked for the slot and been refused, and must hold until the slot is freed.
+        deadline = time.monotonic() + 120
+        while not _blocked_on_pool(instance) and run.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _blocked_on_pool(instance), "the labels step was never blocked on the pool"
         assert run.is_alive() and _label_rows(store) == []
         (waiting,) = instance.get_run_records()
         assert waiting.dagster_run.status == dg.DagsterRunStatus.STARTED

@@ -12,10 +12,12 @@ Marked `cluster` (and slow: real engine, shared data). Skipped with the reason w
 servers are missing; a failure instead under CHESS_PIPELINE_REQUIRE_SHARED=1 (CI installs them).
 """
 
+import json
 import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -50,9 +52,12 @@ def _no_process_left(pids):
     return alive
 
 
-PLAN = ct.Plan(shards=(0, 1))
-"""The comparison's bound: two labels partitions (about 800 positions), so that both stockfish
-workers take one; the archives and the depth are `make cluster-test`'s."""
+PLAN = ct.Plan(shards=(0, 1), label_archives=(Path(ct.ARCHIVES[0]).name,))
+"""The comparison's bound: two labels partitions, so that both stockfish workers take one, and
+in them only the positions of the smaller archive (45 distinct positions, where `make
+cluster-test` labels its shards' 1,621 of both archives: the labelling itself is not what is
+compared, its results are); the archives, the ingest, the dataset and the depth are `make
+cluster-test`'s."""
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +79,7 @@ def ingested(cluster):
 
 def test_cluster_profile_gives_the_embedded_results(tmp_path, cluster, ingested):
     lines = []
-    result = ct.compare_on(cluster, PLAN, tmp_path / "embedded", out=lines.append, resources=ingested)
+    result = ct.compare_on(cluster, PLAN, tmp_path / "embedded", out=lines.append, resources=ingested, together=True)
     ct.report(result, out=lines.append)
     text = "\n".join(lines)
     assert not result.differences, text
@@ -89,20 +94,47 @@ def test_cluster_profile_gives_the_embedded_results(tmp_path, cluster, ingested)
     assert sum(result.task_counts.values()) == len(result.steps), text
 
 
-def _labels_launch(resources, key):
+LEASE_TTL_S = 60.0
+"""The worker-kill test's shard lease time (the labels run config's `shard_lease_ttl_s`; a
+deployment's default is SHARD_LEASE_TTL_S, 120 s), which the test waits out once. The dead
+step's lease must outlast what a re-run launched right after the kill takes to reach the shard:
+a `dagster asset materialize` starting, the step on a worker (a cold pool process when it is the
+killed one's replacement), the S3 read of the pending positions. Measured on this 2-core machine
+from the kill to the re-run's skip: 18 s at load 10 on a warm worker, 45 s at load 11 and 39 s at
+load 17 on a cold one (30 s was too short there)."""
+assert LEASE_TTL_S < SHARD_LEASE_TTL_S
+
+
+def _labels_launch(resources, key, shard_lease_ttl_s: float | None = None):
     """The cluster's run of one labels partition (one engine: the workers share this machine)."""
-    (launch,) = ct.label_launches(ct.Plan(shards=(int(key),)), resources, "cluster")
+    plan = ct.Plan(shards=(int(key),), shard_lease_ttl_s=shard_lease_ttl_s)
+    (launch,) = ct.label_launches(plan, resources, "cluster")
     return launch
 
 
-def _shard_lease_left(env, shard: str) -> bool:
-    """Whether a lease object of the shard is still in the store (its holder died holding it)."""
+def _shard_lease(env, shard: str) -> dict | None:
+    """The shard's lease object (owner, ttl_s, last renewal) while one is in the store (its holder
+    holds it, or died holding it), else None."""
     from pipeline import storage
+    from pipeline.storage import ObjectPath
     from pipeline.store import Store
 
     with ct.environ(env):
         root = Store(env["CHESS_PIPELINE_HOME"]).root
-        return any(f"shard-{shard}" in o["Key"] for o in storage.list_objects(root / storage.LEASES))
+        for o in storage.list_objects(root / storage.LEASES):
+            if f"shard-{shard}" in o["Key"] and (got := storage.get(ObjectPath(root.bucket, o["Key"]))) is not None:
+                return json.loads(got.data)
+    return None
+
+
+def _labels_metadata(env, key: str) -> dict:
+    """The metadata of the partition's newest labels materialisation (from Postgres)."""
+    import dagster as dg
+
+    with ct.environ(env), dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        records_filter = dg.AssetRecordsFilter(asset_key=dg.AssetKey("labels"), asset_partitions=[key])
+        (record,) = instance.fetch_materializations(records_filter, limit=1).records
+        return {k: v.value for k, v in record.asset_materialization.metadata.items()}
 
 
 def _shard_facts(env, shard):
@@ -127,29 +159,43 @@ def _shard_facts(env, shard):
 
 def test_worker_killed_mid_labels_step_then_rerun_loses_and_repeats_nothing(cluster, ingested):
     c, shard = cluster, "02"
-    run, log = ct.start_run(_labels_launch(ingested, shard), c.env, c.logdir, 90)
+    launch = _labels_launch(ingested, shard, LEASE_TTL_S)
+    run, log = ct.start_run(launch, c.env, c.logdir, 90)
     name, pid = ct.wait_for_step_process(c.workers)
     assert ct.queue_of(name) == (ct.STOCKFISH_QUEUE,), name
     deadline = time.monotonic() + 120
-    while not _shard_lease_left(c.env, shard) and time.monotonic() < deadline:
+    while (lease := _shard_lease(c.env, shard)) is None and time.monotonic() < deadline:
         time.sleep(0.2)  # until the step holds the shard's lease: then it is labelling
-    assert _shard_lease_left(c.env, shard), "the step never took the shard's lease"
+    assert lease is not None, "the step never took the shard's lease"
+    # The run config's lease time reached the step on the Celery worker: the lease object says it.
+    assert lease["ttl_s"] == LEASE_TTL_S, lease
     time.sleep(2.0)  # engines busy on the shard's positions
     os.kill(pid, signal.SIGKILL)  # the worker process running the step, engines and all
     killed_at = time.monotonic()
+    # The dead step's lease stays until it expires (its ttl_s after its last renewal): a re-run
+    # started now, before then, leaves the shard to its holder (a warning, nothing labelled twice) ...
+    rerun, rerun_log = ct.start_run(launch, c.env, c.logdir, 92)
     assert run.wait(300) != 0, log.read_text()[-3000:]
     distinct, before, _ = _shard_facts(c.env, int(shard))
     assert before < distinct, "the kill came after the step had finished: nothing was tested"
-    # The dead step's lease stays until it expires (SHARD_LEASE_TTL_S after its last renewal):
-    # a re-run before then leaves the shard to its holder (a warning, nothing labelled twice) ...
-    assert _shard_lease_left(c.env, shard)
-    ct.run_together([_labels_launch(ingested, shard)], c.env, c.logdir)
+    assert rerun.wait(300) == 0, rerun_log.read_text()[-3000:]
+    rerun_s = time.monotonic() - killed_at
+    meta = _labels_metadata(c.env, shard)
+    assert (meta["labelled"], meta["shards_busy"]) == (0, shard), (
+        f"the re-run, done {rerun_s:.0f} s after the kill, labelled {meta['labelled']} of the shard (busy: "
+        f"{meta['shards_busy']}): it reached the shard after the dead lease ({LEASE_TTL_S:g} s) expired, so this "
+        "machine is too slow for LEASE_TTL_S, or the lease did not hold"
+    )
+    assert _shard_lease(c.env, shard) == lease  # the dead step's, untouched: nobody renewed or took it
     assert _shard_facts(c.env, int(shard))[1:] == (before, 0)
-    time.sleep(max(0.0, SHARD_LEASE_TTL_S + 5 - (time.monotonic() - killed_at)))
-    # Re-run the partition: it must complete the shard, and label no position twice.
-    ct.run_together([_labels_launch(ingested, shard)], c.env, c.logdir)
+    time.sleep(max(0.0, LEASE_TTL_S + 5 - (time.monotonic() - killed_at)))
+    # ... and a re-run after it expired completes the shard, labelling no position twice.
+    ct.run_together([launch], c.env, c.logdir)
     distinct, labelled, dup = _shard_facts(c.env, int(shard))
     assert (labelled, dup) == (distinct, 0)
+    meta = _labels_metadata(c.env, shard)
+    assert (meta["labelled"], meta["shards_busy"]) == (distinct - before, "none")
+    assert _shard_lease(c.env, shard) is None  # released by the run that took it over
 
 
 def test_broker_gone_mid_run_fails_the_run_clearly_and_a_rerun_completes(cluster, ingested):

@@ -5,15 +5,17 @@ queried again under its lease. Against moto's S3 server on loopback (tests/pipel
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
 
 import pytest
 import s3fs
 
 import pipeline.labels as labels_module
+from pipeline import storage
 from pipeline.duck import memory_connection, query
 from pipeline.engine import EnginePool, Limit
-from pipeline.labels import SHARDS, LabelRun, label_store
+from pipeline.labels import SHARDS, LabelRun, Setting, label_store, shard_lock
 from pipeline.store import Store
 from tests.pipeline.test_storage_s3 import bucket, endpoint  # noqa: F401  (fixtures)
 from tests.stores import add_pgn
@@ -75,12 +77,12 @@ def test_a_shard_labelled_by_another_worker_after_the_read_is_not_labelled_twice
     started = []
 
     @contextmanager
-    def other_worker_first(st, setting, shard):
+    def other_worker_first(st, setting, shard, ttl_s):
         if shard == taken and not started:  # another worker labels this shard in between
             started.append(shard)  # (its own run takes the shard through this lock too)
             with EnginePool(stockfish, workers=1) as pool2:
                 other.append(label_store(st, pool2, LabelRun(limit=DEPTH1, shards=(taken,))))
-        with real_lock(st, setting, shard) as lease:
+        with real_lock(st, setting, shard, ttl_s) as lease:
             yield lease
 
     monkeypatch.setattr(labels_module, "shard_lock", other_worker_first)
@@ -91,3 +93,18 @@ def test_a_shard_labelled_by_another_worker_after_the_read_is_not_labelled_twice
     assert stats.pending_before == stats.labelled + theirs.labelled  # the read counted that shard too
     rows, labelled, distinct = _labels(store)
     assert rows == labelled == distinct == stats.labelled + theirs.labelled  # none twice, none missed
+
+
+def test_a_shard_lease_object_lasts_the_time_the_run_gave_it(bucket):  # noqa: F811
+    """shard_lock's ttl_s (a run's LabelRun.shard_lease_ttl_s) is the lease object's, which is what
+    a contender counts the dead holder's expiry from."""
+    store = Store(f"s3://{bucket}/p").ensure()
+    setting = Setting("Stockfish 15.1", DEPTH1)
+    with shard_lock(store, setting, 5, 12.0) as held:
+        assert held
+        [obj] = storage.list_objects(store.root / storage.LEASES)
+        fetched = storage.get(storage.ObjectPath(store.root.bucket, obj["Key"]))
+        assert json.loads(fetched.data)["ttl_s"] == 12.0 and "shard-05" in obj["Key"]
+        with shard_lock(store, setting, 5, 12.0) as other:
+            assert not other  # held and renewed: nobody else gets it
+    assert list(storage.list_objects(store.root / storage.LEASES)) == []  # released

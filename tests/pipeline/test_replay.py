@@ -3,6 +3,7 @@
 Every test runs twice: with the compiled loop (pipeline/_replay.c) and with the Python one.
 """
 
+import functools
 import io
 import random
 
@@ -115,7 +116,10 @@ def test_random_games_with_every_special_move_equal_python_chess():
     _check_against_python_chess(games, positions, 20_000)
 
 
-def test_illegal_moves_are_rejected_exactly_when_python_chess_rejects():
+@functools.cache
+def _games_with_a_swapped_move() -> tuple[list[str], list[bool]]:
+    """300 random games, each with one move swapped for another of the game, and whether
+    python-chess reads each without an error: made once, for both implementations."""
     rng = random.Random(11)
     texts, truth = [], []
     for i in range(300):
@@ -128,6 +132,11 @@ def test_illegal_moves_are_rejected_exactly_when_python_chess_rejects():
         text = f'[Event "x{i}"]\n[Result "*"]\n\n{body} *\n'
         texts.append(text)
         truth.append(not chess.pgn.read_game(io.StringIO(text)).errors)
+    return texts, truth
+
+
+def test_illegal_moves_are_rejected_exactly_when_python_chess_rejects():
+    texts, truth = _games_with_a_swapped_move()
     games, rejected, _ = process_games("x", [RawGame(i, t, True) for i, t in enumerate(texts)])
     kept = set(games.column("game_index").to_pylist())
     assert [i in kept for i in range(len(texts))] == truth
