@@ -218,6 +218,7 @@ def td_krk(context: dg.AssetExecutionContext, config: KRKCheckConfig, store: Sto
         workers=k.workers,
         random_plies=0,
     )
+    progress = run_progress(context, "games", k.max_generations * k.games)  # a mate ends it sooner
     out = krk_generations(
         cfg,
         k.max_generations,
@@ -227,6 +228,7 @@ def td_krk(context: dg.AssetExecutionContext, config: KRKCheckConfig, store: Sto
         on_generation=lambda g, p: context.log.info(
             f"KRvK generation {g}: mate in {p} plies" if p else f"KRvK generation {g}: no mate"
         ),
+        on_game=progress.step,
     )
     return dg.MaterializeResult(
         metadata={
@@ -234,9 +236,27 @@ def td_krk(context: dg.AssetExecutionContext, config: KRKCheckConfig, store: Sto
             "criterion": f"a mate within {k.mate_plies} plies, {k.check_depth}-ply search, "
             f"against a {k.defender_depth}-ply defender (the traditional evaluation)",
             "generations_to_mate": out["generations"] if out["generations"] is not None else -1,
+            "generations": dg.MetadataValue.md(krk_curve_md(out["curve"])),
             "curve": dg.MetadataValue.json(out["curve"]),
         }
     )
+
+
+def krk_curve_md(curve: list[dict]) -> str:
+    """td_krk's curve as a table: per generation the self-play games (results, the share ending
+    in mate, TD error) and the check from the mate-in-3 position (its moves, mate or not)."""
+    lines = [
+        "| generation | self-play results | self-play mate rate | TD error | check: moves | check: mate |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in curve:
+        if "results" in c:
+            played = f"{md_cell(json.dumps(c['results']))} | {c['mate_rate']:.0%} | {c['td_error']:.5f}"
+        else:
+            played = "(untrained) | | "
+        mate = f"in {c['mate_plies']} plies" if c["mate_plies"] else "no"
+        lines.append(f"| {c['generation']} | {played} | {md_cell(c.get('moves', ''))} | {mate} |")
+    return "\n".join(lines)
 
 
 @dg.asset(

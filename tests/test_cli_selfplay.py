@@ -40,3 +40,24 @@ def test_bad_selfplay_settings_are_one_line(home, capsys, flags, expected):
     err = capsys.readouterr().err + str(e.value.code)
     assert expected in err and "Traceback" not in err
     assert not (home / "selfplay").exists()
+
+
+def test_krk_flag_runs_the_krvk_check_and_prints_its_curve(home, capsys):
+    """--krk materialises td_krk: a generation of KRvK self-play, then the check from the mate in 3
+    (here a 1-ply defender and a loose ply bound, so the run is short)."""
+    flags = ["--krk-max-generations", "1", "--krk-games", "2", "--krk-depth", "1", "--krk-workers", "1"]
+    flags += ["--krk-defender-depth", "1", "--krk-mate-plies", "9"]
+    main(["--home", str(home), "selfplay", "--generations", "0", "--krk", *flags])
+    out = capsys.readouterr().out
+    assert "| generation | self-play results | self-play mate rate |" in out
+    assert "| 0 | (untrained) |" in out and "1. " in out  # the check's moves from the position
+    assert "KRvK (8/7k/8/5K2/8/8/8/4R3 w - - 0 1; a mate within 9 plies" in out
+    assert "mates after 0 generation(s)" in out or "| 1 | {" in out
+    assert not list((home / "selfplay").glob("*/gen-*.pt"))  # the check writes no line of its own
+
+
+def test_bad_krk_settings_are_one_line(home, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--home", str(home), "selfplay", "--generations", "0", "--krk", "--krk-games", "0"])
+    err = capsys.readouterr().err + str(e.value.code)
+    assert "games must be at least 1" in err and "Traceback" not in err

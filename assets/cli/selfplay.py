@@ -1,5 +1,6 @@
 """`chess-pipeline selfplay --generations N`: TD self-play generations (asset td_selfplay), their
-archives ingested at once; `--evaluate` then runs the published checks (td_evaluation)."""
+archives ingested at once; `--evaluate` then runs the published checks (td_evaluation), `--krk`
+the KRvK check (td_krk: generations of KRvK self-play until the search mates from the mate in 3)."""
 
 import argparse
 import dataclasses
@@ -8,7 +9,7 @@ from assets.cli.progress import run_bar
 from assets.cli.runtime import materializations, materialize, open_instance, open_store, require_success
 from pipeline import duck
 from pipeline.settings import add_arguments, from_namespace
-from training.td import TDConfig, TDEvaluation
+from training.td import KRKCheck, TDConfig, TDEvaluation
 
 
 def cmd_selfplay(args: argparse.Namespace) -> None:
@@ -16,16 +17,21 @@ def cmd_selfplay(args: argparse.Namespace) -> None:
         cfg = from_namespace(TDConfig, args, names=[f.name for f in dataclasses.fields(TDConfig)])
         if args.evaluate:  # its settings checked before any game is played
             from_namespace(TDEvaluation, args, names=["batches", "batch_games", "eval_depth", "openings"])
+        check = from_namespace(KRKCheck, args, flag_prefix=KRK_PREFIX) if args.krk else None
     except ValueError as e:
         raise SystemExit(f"chess-pipeline selfplay: {e}") from None
-    if cfg.generations == 0 and not args.evaluate:
-        raise SystemExit("chess-pipeline selfplay: --generations 0 plays nothing: add --evaluate, or play 1 or more")
+    if cfg.generations == 0 and not args.evaluate and not args.krk:
+        raise SystemExit(
+            "chess-pipeline selfplay: --generations 0 plays nothing: add --evaluate or --krk, or play 1 or more"
+        )
     store = open_store(args.home)
     instance = open_instance(store)
     if cfg.generations:
         play(store, instance, cfg)
     if args.evaluate:
         evaluate(store, instance, args, cfg.workers)
+    if check is not None:
+        krk(store, instance, check)
     duck.create_views(store)
 
 
@@ -81,10 +87,39 @@ def evaluate(store, instance, args: argparse.Namespace, workers: int) -> None:
     )
 
 
+def krk(store, instance, check: KRKCheck) -> None:
+    """td_krk: KRvK self-play generations until the learned evaluation mates from the mate in 3."""
+    from assets.selfplay import KRKCheckConfig, td_krk
+
+    with run_bar(store, "selfplay", "KRvK", "game") as tags:
+        result = materialize(
+            [td_krk], store, instance, ops={"td_krk": KRKCheckConfig(**dataclasses.asdict(check))}, tags=tags
+        )
+    require_success(result, "the KRvK check")
+    m = materializations(result)["td_krk"]
+    print(m["generations"].value)
+    n = m["generations_to_mate"].value
+    print(
+        f"KRvK ({m['fen'].value}; {m['criterion'].value}): "
+        + (f"mates after {n} generation(s)" if n >= 0 else f"no mate within {check.max_generations} generations")
+    )
+
+
+KRK_PREFIX = "krk_"
+"""The KRvK check's flags: --krk-games, --krk-max-generations, ... (KRKCheck's fields)."""
+
+
 def add_parser(sub) -> None:
     s = sub.add_parser("selfplay", help="learn an evaluation by TD self-play (Hui 2018); games go into the store")
     add_arguments(s, TDConfig)
     s.add_argument("--evaluate", action="store_true", help="then the published checks of the last checkpoint")
     for name in ("batches", "batch_games", "eval_depth", "openings"):
         add_arguments(s, TDEvaluation, names=[name])
+    s.add_argument(
+        "--krk",
+        action="store_true",
+        help="then the KRvK check (asset td_krk): self-play on random KRvK positions until the learned "
+        "evaluation's search mates from the mate in 3; settings --krk-*",
+    )
+    add_arguments(s.add_argument_group("the KRvK check (--krk)"), KRKCheck, flag_prefix=KRK_PREFIX)
     s.set_defaults(func=cmd_selfplay)
