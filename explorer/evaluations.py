@@ -19,13 +19,14 @@ import chess
 
 from explorer.position import InputError, NotFound
 from pipeline import storage
+from pipeline.encoding import MATERIAL_VALUES
 from pipeline.engine import EngineNotFound, Evaluation, Job, Limit, find_stockfish
 from pipeline.search import MaterialEvaluator
 from pipeline.storage import ObjectPath, StorePath
 
 PIECE_VALUE_DATASET = "piece_values"
 """A checkpoint that names no preset is taken for a piece-value network when trained on this dataset."""
-MATERIAL = {chess.PAWN: 1.0, chess.KNIGHT: 3.0, chess.BISHOP: 3.0, chess.ROOK: 5.0, chess.QUEEN: 9.0, chess.KING: 0.0}
+MATERIAL = dict(zip(chess.PIECE_TYPES, MATERIAL_VALUES, strict=True))
 """Material values in pawns, shown until a piece-value network is trained (the king has none)."""
 MIN_DEPTH, MAX_DEPTH = 1, 30
 """Depths a live Stockfish search may be asked for."""

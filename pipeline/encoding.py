@@ -14,6 +14,10 @@ import numpy as np
 
 PLANE_ORDER = "PNBRQKpnbrqk"
 
+MATERIAL_VALUES = (1.0, 3.0, 3.0, 5.0, 9.0, 0.0)
+"""Pawns per piece P N B R Q K (kings left out): the book values, as the SQL macro `material`;
+the material rule, the baselines' material and the explorer's values all read these."""
+
 # Castling bits as stored: K=1, Q=2, k=4, q=8.
 CASTLE_K, CASTLE_Q, CASTLE_k, CASTLE_q = 1, 2, 4, 8
 

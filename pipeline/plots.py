@@ -11,22 +11,42 @@ from __future__ import annotations
 import io
 import textwrap
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib
 import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.text import Text  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.text import Text
+    from matplotlib.ticker import MaxNLocator
 
 DPI = 90
 
 
-def _figure(width: float, height: float) -> tuple[Figure, plt.Axes]:
-    fig, ax = plt.subplots(figsize=(width, height), dpi=DPI, layout="constrained")
+@cache
+def _pyplot():
+    """matplotlib.pyplot on the Agg backend, imported on the first chart: importing this module
+    stays cheap (the Dagster definitions and the CLI import it; matplotlib costs ~0.5 s)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _integer_ticks() -> MaxNLocator:
+    """A tick locator on whole numbers (counts, epochs, generations), even for one value."""
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True, min_n_ticks=1)
+
+
+def _figure(width: float, height: float) -> tuple[Figure, Axes]:
+    fig, ax = _pyplot().subplots(figsize=(width, height), dpi=DPI, layout="constrained")
     return fig, ax
 
 
@@ -70,7 +90,7 @@ def _png(fig: Figure) -> bytes:
     fit_texts(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
-    plt.close(fig)
+    _pyplot().close(fig)
     return buf.getvalue()
 
 
@@ -87,7 +107,7 @@ def histogram_figure(
         v = np.clip(v, *clip)
     fig, ax = _figure(6.4, 3.2)
     ax.hist(v, bins=bins, color="#3b6ea5")
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # counts
+    ax.yaxis.set_major_locator(_integer_ticks())  # counts
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -208,7 +228,7 @@ def learning_curves_figure(history: list[dict], title: str) -> Figure:
     ax.plot(epochs, [h["val_loss"] for h in history], "o-", label="val loss")
     ax.set_xlabel("epoch")
     ax.set_ylabel("loss")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # whole epochs, even just one
+    ax.xaxis.set_major_locator(_integer_ticks())  # whole epochs, even just one
     if epochs:
         ax.set_xlim(min(epochs) - 0.5, max(epochs) + 0.5)
     handles, labels = ax.get_legend_handles_labels()
@@ -347,14 +367,14 @@ def piece_values_png(by_phase: dict[str, dict[str, float]], published: dict[str,
 
 
 def pretrain_curves_figure(pretrain: list[dict], history: list[dict], baseline: float | None, title: str) -> Figure:
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.6, 3.6), layout="constrained")
+    fig, (ax1, ax2) = _pyplot().subplots(1, 2, figsize=(9.6, 3.6), layout="constrained")
     for layer in sorted({r["layer"] for r in pretrain}):
         rows = [r for r in pretrain if r["layer"] == layer]
         ax1.plot([r["epoch"] for r in rows], [r["train_loss"] for r in rows], "o-", label=f"layer {layer}")
     ax1.set_xlabel("epoch of the layer")
     ax1.set_ylabel("reconstruction BCE")
     ax1.set_title("layer-wise pretraining")
-    ax1.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    ax1.xaxis.set_major_locator(_integer_ticks())
     if pretrain:
         ax1.legend(fontsize=7)
     epochs = [h["epoch"] for h in history]
@@ -362,7 +382,7 @@ def pretrain_curves_figure(pretrain: list[dict], history: list[dict], baseline: 
     ax2.plot(epochs, [h["val_loss"] for h in history], "o-", label="val loss")
     ax2.set_xlabel("epoch")
     ax2.set_ylabel("loss")
-    ax2.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    ax2.xaxis.set_major_locator(_integer_ticks())
     acc = ax2.twinx()
     acc.plot(epochs, [h.get("val_accuracy") for h in history], "s--", color="#2a7", label="val accuracy")
     acc.axhline(0.5, color="grey", lw=0.8, ls=":", label="chance")
@@ -400,7 +420,7 @@ def selfplay_curve_figure(history: list[dict], title: str) -> Figure:
     ax.set_ylim(0, 1)
     ax.set_xlabel("generation")
     ax.set_ylabel("win ratio vs random")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    ax.xaxis.set_major_locator(_integer_ticks())
     ax2 = ax.twinx()
     ax2.plot(gens, [h["td_error"] for h in history], "s--", color="#c60", label="TD error (mean d^2)")
     ax2.set_ylabel("TD error")
@@ -421,7 +441,7 @@ def lubeck_grid_figure(cells: Sequence[tuple[str, int, float, float, float, floa
     kinds = list(dict.fromkeys(c[0] for c in cells))
     seconds = sorted({c[2] for c in cells})
     depths = sorted({c[1] for c in cells})
-    fig, axes = plt.subplots(1, len(kinds), figsize=(3.6 * len(kinds) + 1.6, 3.6), dpi=DPI, layout="constrained")
+    fig, axes = _pyplot().subplots(1, len(kinds), figsize=(3.6 * len(kinds) + 1.6, 3.6), dpi=DPI, layout="constrained")
     axes = np.atleast_1d(axes)
     x = np.arange(len(seconds))
     for ax, kind in zip(axes, kinds):

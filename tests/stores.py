@@ -42,6 +42,37 @@ def depth1_dataset_store(folder: Path, source: Path, stockfish: str, games: int 
     return store
 
 
+_LUBECK_CHECKPOINTS: dict[tuple[Path, Path], Path] = {}
+
+
+def lubeck_checkpoint(tmp_path_factory, source: Path) -> Path:
+    """The checkpoint of Lubeck's W/D/L network (preset `lubeck`, bitmap768 input, lubeck_wdl:
+    game results, no labels) trained one epoch on the first 16 games of a real archive, in a
+    store of its own under the session's temp folder.
+
+    Trained once a test session (the lubeck_grid asset's tests and the explorer's use the same
+    network), so nothing may write into its store or over the checkpoint: copy it first."""
+    from pipeline.datasets import SplitConfig, build_dataset
+    from training.train import TrainConfig, train
+
+    key = (tmp_path_factory.getbasetemp(), Path(source))
+    if key not in _LUBECK_CHECKPOINTS:
+        tmp = tmp_path_factory.mktemp("lubeck_network")
+        store = Store(tmp / "store").ensure()
+        add_pgn(store, tmp, "games.pgn", first_games(source, 16, tmp / "src.pgn"))
+        build_dataset(store, "lubeck_wdl", {}, split=SplitConfig(seed=0, val_fraction=0.2, test_fraction=0.2))
+        config = TrainConfig(
+            store=str(store.root),
+            dataset="lubeck_wdl",
+            model="lubeck",
+            encoder="bitmap768",
+            epochs=1,
+            out=str(tmp / "run"),
+        )
+        _LUBECK_CHECKPOINTS[key] = Path(train(config).checkpoint)
+    return _LUBECK_CHECKPOINTS[key]
+
+
 def first_games(source: Path, n: int, dest: Path) -> str:
     """The first n games of a real archive as PGN text (written to dest too)."""
     from pipeline.archive import iter_raw_games

@@ -8,13 +8,18 @@ values; a plain dataclass field of one is checked by `check_choice` where the va
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
+from typing import Literal, cast, get_args
 
 Device = Literal["auto", "cpu", "cuda"]
 """auto (CUDA when present, else CPU), cpu or cuda."""
 Profile = Literal["quick", "full"]
-"""The training schedules of the model assets (assets.training.PROFILES): quick (a few CPU
+"""The training schedules of the model assets (training.catalog.PROFILES): quick (a few CPU
 minutes) or full (the published schedules)."""
+Stop = Literal["epochs", "early stopping", "time budget"]
+"""Why a run's training ended (training.train.TrainResult.stopped_by): every epoch asked for
+ran, early stopping (no better validation loss), or the time bound (max_minutes) was reached."""
+EPOCHS_DONE, EARLY_STOPPING, TIME_BUDGET = cast("tuple[Stop, Stop, Stop]", get_args(Stop))
+"""Stop's values by name (the code compares and sets these, never the strings)."""
 
 
 def check_choice(what: str, value: object, valid: Iterable) -> None:

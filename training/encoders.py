@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
+from pipeline.encoding import MATERIAL_VALUES
+
 PIECE_VALUES = (1.0, 3.0, 3.0, 5.0, 9.0, 10.0)
 """Sabatelli's algebraic input: P N B R Q K; Black's pieces negative."""
 PIECE_LIST_SLOTS = (8, 2, 2, 2, 1, 1)
@@ -49,10 +51,6 @@ def unpack(planes: torch.Tensor) -> torch.Tensor:
     """(B, 96) uint8 -> (B, 12, 64) float: bit b of byte j of plane i is square 8j + b."""
     bits = (planes.unsqueeze(-1) >> _SHIFTS.to(planes.device)) & 1
     return bits.reshape(planes.shape[0], 12, 64).float()
-
-
-MATERIAL_VALUES = (1.0, 3.0, 3.0, 5.0, 9.0, 0.0)
-"""Pawns per piece P N B R Q K (kings left out): the book values, as the SQL macro `material`."""
 
 
 def material_balance(board: torch.Tensor) -> torch.Tensor:

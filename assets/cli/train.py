@@ -119,7 +119,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 def add_parser(sub) -> None:
     from assets.training import TrainRunConfig
-    from training.train import TrainConfig
+    from training.config import TrainConfig
 
     s = sub.add_parser("train", help="train value networks from the datasets (default: the 3-class MLP)")
     s.add_argument("models", nargs="*", help="model assets to train (default: mlp_bitmap_3class)")

@@ -11,12 +11,10 @@ import pytest
 
 from assets.lubeck_grid import lubeck_grid
 from assets.resources import StockfishResource, StoreResource
-from pipeline.datasets import SplitConfig, build_dataset
 from pipeline.duck import memory_connection
 from pipeline.lubeck_grid import GridConfig, node_budget
 from pipeline.store import Store
-from tests.stores import add_pgn, first_games
-from training.train import TrainConfig, train
+from tests.stores import add_pgn, first_games, lubeck_checkpoint
 
 TINY = {
     "depths": [1, 2],
@@ -35,29 +33,18 @@ TINY = {
 
 @pytest.fixture(scope="module")
 def grid_run(tmp_path_factory, stockfish, fics_2022):
-    """60 real games ingested, lubeck_wdl built and Lubeck's network trained one epoch (the
-    library calls, recorded as the model asset's materialisation, as the model asset records it),
-    then lubeck_grid materialised with the tiny config in a real Dagster instance."""
+    """60 real games ingested, Lubeck's network trained one epoch on the first 16 of them
+    (tests.stores' lubeck_checkpoint, shared with the explorer's tests) recorded as the model
+    asset's materialisation, then lubeck_grid materialised with the tiny config in a real Dagster
+    instance."""
     tmp = tmp_path_factory.mktemp("lubeck_grid")
     store = Store(tmp / "store").ensure()
     add_pgn(store, tmp, "games.pgn", first_games(fics_2022, 60, tmp / "src.pgn"))
-    build_dataset(store, "lubeck_wdl", {}, split=SplitConfig(seed=0, val_fraction=0.2, test_fraction=0.2))
-    trained = train(
-        TrainConfig(
-            store=str(store.root),
-            dataset="lubeck_wdl",
-            model="lubeck",
-            encoder="bitmap768",
-            epochs=1,
-            out=str(tmp / "run"),
-        )
-    )
+    checkpoint = lubeck_checkpoint(tmp_path_factory, fics_2022)
     resources = {"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(workers=2)}
     with dg.instance_for_test() as instance:
         instance.report_runless_asset_event(
-            dg.AssetMaterialization(
-                "lubeck_wdl_mlp", metadata={"checkpoint": dg.MetadataValue.path(str(trained.checkpoint))}
-            )
+            dg.AssetMaterialization("lubeck_wdl_mlp", metadata={"checkpoint": dg.MetadataValue.path(str(checkpoint))})
         )
         result = dg.materialize(
             [lubeck_grid],

@@ -243,26 +243,15 @@ def test_live_search_runs_in_the_background(client, stockfish):
 @pytest.fixture(scope="module")
 def labelled(tmp_path_factory, stockfish, fics_2022):
     """The first 16 games of a FICS archive labelled at depth 8, and a 3-class network
-    (Lubeck's WDL MLP, White's point of view) trained on them for one epoch."""
-    from pipeline.datasets import SplitConfig, build_dataset
-    from tests.stores import first_games, labelled_store
-    from training.train import TrainConfig, train
+    (Lubeck's WDL MLP, White's point of view) trained one epoch on the same 16 games' results
+    (tests.stores' lubeck_checkpoint, shared with the lubeck_grid asset's tests: not written to)."""
+    from tests.stores import first_games, labelled_store, lubeck_checkpoint
 
     tmp = tmp_path_factory.mktemp("explorer_labelled")
     store = labelled_store(tmp, first_games(fics_2022, 16, tmp / "src.pgn"), stockfish)
     duck.create_views(store)
-    build_dataset(store, "lubeck_wdl", {}, split=SplitConfig(seed=0, val_fraction=0.2, test_fraction=0.2))
-    r = train(
-        TrainConfig(
-            store=str(store.root),
-            dataset="lubeck_wdl",
-            model="lubeck",
-            encoder="bitmap768",
-            epochs=1,
-            out=str(tmp / "run"),
-        )
-    )
-    return store, TrainedModel("lubeck_wdl_mlp", Path(r.checkpoint), "lubeck_wdl", "lubeck")
+    checkpoint = lubeck_checkpoint(tmp_path_factory, fics_2022)
+    return store, TrainedModel("lubeck_wdl_mlp", checkpoint, "lubeck_wdl", "lubeck")
 
 
 @pytest.fixture(scope="module")

@@ -172,7 +172,7 @@ def test_every_chart_fits_its_frame():
             box = legend.get_window_extent(renderer)
             assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1), name
             assert not any(box.overlaps(a.get_window_extent(renderer)) for a in fig.axes), name
-        plots.plt.close(fig)
+        plots._pyplot().close(fig)
 
 
 def test_a_title_too_long_for_one_line_is_wrapped_not_cut():
@@ -191,4 +191,4 @@ def test_a_title_too_long_for_one_line_is_wrapped_not_cut():
         == (f"{LONG_KEY}: ratings of 238 players (12 more unrated)").split()
     )
     assert not _inside(fig)
-    plots.plt.close(fig)
+    plots._pyplot().close(fig)

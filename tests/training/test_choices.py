@@ -97,3 +97,20 @@ def test_resolve_device_refuses_an_unknown_name_naming_the_valid_values():
     assert "gpu" in str(e.value) and _listed(str(e.value), ["auto", "cpu", "cuda"])
     assert resolve_device("cpu") == torch.device("cpu")
     assert resolve_device("auto") == torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_each_reason_a_run_stops_is_one_typed_choice_with_its_own_words():
+    from training.choices import EARLY_STOPPING, EPOCHS_DONE, TIME_BUDGET, Stop
+    from training.train import TrainResult
+
+    assert get_args(Stop) == (EPOCHS_DONE, EARLY_STOPPING, TIME_BUDGET) == ("epochs", "early stopping", "time budget")
+    words = {
+        EPOCHS_DONE: "every epoch asked for",
+        EARLY_STOPPING: "stopped early (no better validation loss)",
+        TIME_BUDGET: "stopped by the time budget (2 min)",
+    }
+    for stop, text in words.items():
+        r = TrainResult("x", stopped_by=stop, epochs_asked=3, max_minutes=2.0)
+        assert r.stop_text() == f"0 of 3 epoch(s), {text}"
+        assert r.stop_metadata()["stopped_by_time_budget"] is (stop == TIME_BUDGET)
+    assert TrainResult("x").stop_text() == "0 of 0 epoch(s), not run"

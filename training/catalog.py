@@ -1,0 +1,132 @@
+"""The model catalog: every model asset's dataset, preset, encoder and published anchor, and the
+training profiles (quick, full) with each model's own changes to them.
+
+Plain data (no Dagster, no torch): the model assets (assets/training.py), `chess-pipeline
+reproduce` and benchmarks/gpu_full.py's full-scale runs all read their schedules from here.
+"""
+
+from dataclasses import dataclass, field
+
+from pipeline.published import DEEPCHESS as DEEPCHESS_PUBLISHED
+from pipeline.published import TEAM44 as PIECE_VALUES_PUBLISHED
+from pipeline.published import anchor, deepchess_anchor, piece_value_anchor
+from training.choices import Profile
+
+
+@dataclass(frozen=True)
+class ModelAsset:
+    dataset: str
+    model: str
+    encoder: str
+    anchor: str = ""
+    """The published figure this model is compared with."""
+    target: str = "target"
+    """The dataset column it learns (training.train.TrainConfig.target)."""
+    profiles: dict = field(default_factory=dict)
+    """profile -> settings replacing PROFILES' for this model (a slower model's shorter evaluation)."""
+
+
+PIECE_VALUE_QUICK = {"batch_size": 64, "max_eval_rows": 4000, "pretrain_epochs": 1}
+"""The piece-value networks run an 837-600-400-200-100 encoder on every piece (about 26 a
+position): quick evaluates on fewer rows, so that it stays within a few CPU minutes, pretrains
+the autoencoder one epoch (at most half of the 3 minutes) and takes small batches (more steps
+in the minutes left)."""
+PIECE_VALUE_FULL = {"pretrain_epochs": 5}
+"""Team 44's schedule is not published: the full profile's 50 epochs with early stopping, after 5
+autoencoder epochs per layer (ours; not 50 per layer as pretrain_epochs -1 would give)."""
+DEEPCHESS_QUICK = {"batch_size": 256, "pretrain_epochs": 1, "max_eval_rows": 20_000, "max_minutes": 6.0}
+"""DeepChess pretrains four layers before its pairs: one epoch each and 6 minutes in all (half of
+it for the pretraining), on 2 CPU cores."""
+DEEPCHESS_FULL = {"epochs": 1000, "pretrain_epochs": 200, "patience": 20}
+"""The published schedule as we read it: 200 epochs per Pos2Vec layer, up to 1,000 epochs on
+pairs (early stopping, patience 20: the pairs change every epoch)."""
+MATERIAL_MLP_QUICK = {"epochs": 8, "patience": 3, "batch_size": 256, "threads": 1}
+"""Issue 19's small MLPs step several times as fast as the 3-class MLP: more epochs in the quick
+profile's 3 minutes, early stopping on validation loss keeping the best; one thread, since steps
+this small gain nothing from a second and lose much when the cores are shared (measured on a
+loaded 2-core machine: 3,838 positions/s on one thread, 370 on two)."""
+MODELS = {
+    "mlp_bitmap_3class": ModelAsset("sabatelli_3class", "mlp3", "bitmap768", anchor("mlp_bitmap_3class")),
+    "mlp_algebraic_3class": ModelAsset(
+        "sabatelli_3class", "mlp3", "algebraic", "Sabatelli MLP algebraic (lower than bitmap)"
+    ),
+    # Ours (issue 19), beside the published ones: networks that beat the material rule on a few
+    # thousand games (README, Training); the demo trains mlp_counts_3class.
+    "mlp_material_3class": ModelAsset(
+        "sabatelli_3class",
+        "mlp_material",
+        "bitmap768_counts",
+        "none (ours): must beat the material rule",
+        profiles={"quick": MATERIAL_MLP_QUICK},
+    ),
+    "mlp_counts_3class": ModelAsset(
+        "sabatelli_3class",
+        "mlp_counts",
+        "piece_counts",
+        "none (ours): a learnt material evaluation, must beat the material rule",
+        profiles={"quick": MATERIAL_MLP_QUICK},
+    ),
+    "cnn_bitmap_3class": ModelAsset("sabatelli_3class", "cnn", "bitmap768", "Sabatelli CNN bitmap"),
+    "cnn_algebraic_3class": ModelAsset("sabatelli_3class", "cnn", "algebraic", "Sabatelli CNN algebraic"),
+    "cnn_features_3class": ModelAsset("sabatelli_3class", "cnn_features", "features", anchor("cnn_features_3class")),
+    "cnn_features_15class": ModelAsset("sabatelli_15class", "cnn_features", "features", anchor("cnn_features_15class")),
+    "mlp_bitmap_15class": ModelAsset("sabatelli_15class", "mlp_wide", "bitmap768", anchor("mlp_bitmap_15class")),
+    "mlp_bitmap_20class": ModelAsset("sabatelli_20class", "mlp_wide", "bitmap768", anchor("mlp_bitmap_20class")),
+    "mlp_bitmap_regression": ModelAsset(
+        "sabatelli_regression", "mlp_regression", "bitmap768", anchor("mlp_bitmap_regression")
+    ),
+    "lubeck_wdl_mlp": ModelAsset("lubeck_wdl", "lubeck", "bitmap768", "Lubeck WDL network"),
+    "piece_value_net": ModelAsset(
+        "piece_values",
+        "piece_value_cp",
+        "pieces837",
+        piece_value_anchor(PIECE_VALUES_PUBLISHED),
+        profiles={"quick": PIECE_VALUE_QUICK, "full": PIECE_VALUE_FULL},
+    ),
+    "piece_value_net_result": ModelAsset(
+        "piece_values",
+        "piece_value_result",
+        "pieces837",
+        "Team 44's second variant: the sum through a sigmoid, regressed to the game result",
+        target="result_score",
+        profiles={"quick": PIECE_VALUE_QUICK, "full": PIECE_VALUE_FULL},
+    ),
+    # Named apart from its dataset (the asset `deepchess`): asset keys are one namespace.
+    "deepchess_net": ModelAsset(
+        "deepchess",
+        "deepchess",
+        "bitmap773",
+        deepchess_anchor(DEEPCHESS_PUBLISHED),
+        profiles={"quick": DEEPCHESS_QUICK, "full": DEEPCHESS_FULL},
+    ),
+}
+PIECE_VALUE_MODELS = [name for name, m in MODELS.items() if m.encoder == "pieces837"]
+"""The model assets that are piece-value networks (one input per piece: their own evaluation)."""
+
+PROFILES: dict[Profile, dict] = {
+    # A few CPU minutes: part of train, a few epochs, at most 3 minutes of training.
+    "quick": {
+        "epochs": 4,
+        "patience": 2,
+        "batch_size": 512,
+        "max_train_rows": 200_000,
+        "max_eval_rows": 50_000,
+        "max_minutes": 3.0,
+    },
+    # The published schedules: every row, early stopping decides.
+    "full": {
+        "epochs": 50,
+        "patience": 5,
+        "batch_size": 256,
+        "max_train_rows": 0,
+        "max_eval_rows": 0,
+        "max_minutes": 0.0,
+    },
+}
+
+
+def schedule(name: str, profile: Profile) -> dict:
+    """The TrainConfig settings of model `name` under `profile`: PROFILES' and the model's own."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {list(PROFILES)}, got {profile!r}")
+    return {**PROFILES[profile], **MODELS[name].profiles.get(profile, {})}
