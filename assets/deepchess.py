@@ -4,7 +4,9 @@ The model asset `deepchess_net` is one of assets.training's (the shared loop tra
 evaluation assets are the generic eval_suites_deepchess_net / eval_matches_deepchess_net (the
 1-ply comparison player: STS points, matches, Elo) and, here, `eval_pairs_deepchess_net`: Experiment 1
 (pair accuracy by Stockfish static-evaluation bucket, suite `deepchess_pairs`) and the STS
-"solution ranking" of Experiment 2.
+"solution ranking" of Experiment 2. Its published-split copy (`published_split_deepchess_net`,
+assets.reproduce) gets the same evaluation, `eval_pairs_published_split_deepchess_net`, with its
+rows under that model name: the published protocol's figures.
 """
 
 import dagster as dg
@@ -12,12 +14,16 @@ import dagster as dg
 from assets.config import DescribedConfig
 from assets.evaluation import GROUP, checkpoint_of, report_dir, rows_md, suites_folder
 from assets.metadata import md_cell, png_md
+from assets.reproduce import GROUP as REPRODUCTION_GROUP
+from assets.reproduce import SPLIT_MODELS
 from assets.resources import StockfishResource, StoreResource
 from pipeline.datasets import protocol_text
 from pipeline.evaluation import write_results
+from pipeline.published import DEEPCHESS, DEEPCHESS_BUCKETS, DEEPCHESS_MODEL, PAIRS_ON_PUBLISHED_SPLIT
+from pipeline.reproduction import on_published_split
 from pipeline.store import atomic_path
 
-MODEL = "deepchess_net"
+MODEL = DEEPCHESS_MODEL
 """The model asset (its dataset is the asset `deepchess`)."""
 SUITE = "deepchess_pairs"
 
@@ -26,7 +32,7 @@ def training_extras(name: str, cfg, result) -> tuple[dict, list[tuple[str, str, 
     """Metadata and model_metrics rows a DeepChess run adds: the material baseline on the same
     pairs, the model's train pair accuracy, the pretraining and fine-tuning curves."""
     from pipeline.plots import pretrain_curves_png
-    from training.deepchess import PUBLISHED, run_figures
+    from training.deepchess import run_figures
 
     f = run_figures(cfg, result.checkpoint)
     by, guard = f["split"].get("by", "game"), f["split"].get("guard", True)
@@ -35,6 +41,7 @@ def training_extras(name: str, cfg, result) -> tuple[dict, list[tuple[str, str, 
         ("test", "split_by_position", float(by == "position")),  # which protocol these figures are on
         ("test", "leakage_guard", float(guard)),
         ("train", "pair_accuracy", f["model_train_accuracy"]),
+        ("val", "rows", float(f["pairs_val"])),  # the pairs val's accuracy is measured on (the report's n)
         ("train", "material_baseline_accuracy", f["baseline_train_accuracy"]),
         ("val", "material_baseline_accuracy", f["baseline_val_accuracy"]),
     ]  # test's is in the run's test figures (training.deepchess.pair_baselines)
@@ -54,8 +61,8 @@ def training_extras(name: str, cfg, result) -> tuple[dict, list[tuple[str, str, 
             f"{(result.history[-1]['val_accuracy'] if result.history else float('nan')):.2%} |\n"
             f"| test ({f['pairs_test']:,}) | {f['baseline_test_accuracy']:.2%} | "
             f"{result.test.get('accuracy', float('nan')):.2%} |\n\n"
-            f"Published (DeepChess): train {PUBLISHED['train_pair_accuracy']:.2%}, "
-            f"val {PUBLISHED['val_pair_accuracy']:.2%}."
+            f"Published (DeepChess): train {DEEPCHESS['train_pair_accuracy']:.2%}, "
+            f"val {DEEPCHESS['val_pair_accuracy']:.2%}."
         ),
         "pretraining": dg.MetadataValue.md(
             "| layer | epochs | last reconstruction BCE (train) | val |\n|---|---|---|---|\n"
@@ -88,15 +95,38 @@ class PairsConfig(DescribedConfig):
     """Seed of the pairs drawn in each bucket."""
 
 
-@dg.asset(
-    name=f"eval_pairs_{MODEL}",
-    group_name=GROUP,
-    deps=[MODEL],
-    description="DeepChess Experiment 1 (test-split pair accuracy by Stockfish static-evaluation bucket, "
-    "suite deepchess_pairs) and the STS solution ranking of Experiment 2, beside the published figures.",
-)
-def eval_pairs_deepchess_net(
-    context: dg.AssetExecutionContext, config: PairsConfig, store: StoreResource, stockfish: StockfishResource
+def pairs_eval_asset(model: str, group: str = GROUP) -> dg.AssetsDefinition:
+    """eval_pairs_<model>: Experiment 1 and the STS solution ranking of a DeepChess model asset
+    (`deepchess_net`, or its published-split copy), on the test split that model was trained beside."""
+    published_split = model != MODEL
+    protocol = (
+        f"its published split (positions split one by one, no leakage guard; {PAIRS_ON_PUBLISHED_SPLIT})"
+        if published_split
+        else "ours (split by game, leakage guard)"
+    )
+
+    @dg.asset(
+        name=f"eval_pairs_{model}",
+        group_name=group,
+        deps=[model],
+        description=f"DeepChess Experiment 1 for {model} (test-split pair accuracy by Stockfish static-evaluation "
+        f"bucket, suite deepchess_pairs) and the STS solution ranking of Experiment 2, beside the published "
+        f"figures; test split: {protocol}.",
+    )
+    def _pairs(
+        context: dg.AssetExecutionContext, config: PairsConfig, store: StoreResource, stockfish: StockfishResource
+    ) -> dg.MaterializeResult:
+        return evaluate_pairs(context, model, config, store, stockfish)
+
+    return _pairs
+
+
+def evaluate_pairs(
+    context: dg.AssetExecutionContext,
+    model_key: str,
+    config: PairsConfig,
+    store: StoreResource,
+    stockfish: StockfishResource,
 ) -> dg.MaterializeResult:
     from pipeline import storage
     from pipeline.datasets import built_with
@@ -108,8 +138,6 @@ def eval_pairs_deepchess_net(
     from training.deepchess import (
         ADVANTAGE_CP,
         EVEN_CP,
-        PUBLISHED,
-        PUBLISHED_BUCKETS,
         Comparator,
         PairBatches,
         bucket_accuracy,
@@ -119,11 +147,13 @@ def eval_pairs_deepchess_net(
     from training.encoders import get_encoder
 
     st = store.get()
-    model, ck = load_comparator(checkpoint_of(context, MODEL))
+    model, ck = load_comparator(checkpoint_of(context, model_key))
     comparator = Comparator(model, get_encoder(ck["encoder"]["name"]))
     test = store_location(ck["dataset"]["splits"]["test"]["path"])  # the split it was tested on (lineage)
     if not storage.exists(test):
-        raise dg.Failure(f"{test}: the test split {MODEL} was trained beside is gone; rebuild the dataset and retrain")
+        raise dg.Failure(
+            f"{test}: the test split {model_key} was trained beside is gone; rebuild the dataset and retrain"
+        )
     test = storage.local_file(test)  # an S3 store's: a cached copy
     pairs = PairBatches(test, LoaderConfig(batch_size=4096, shuffle=False))
     static = static_evals(st, test, pairs.positions_rows, stockfish.pool if config.engine else None)
@@ -134,7 +164,7 @@ def eval_pairs_deepchess_net(
     buckets = bucket_accuracy(comparator, pairs, static.cp, config.max_pairs, config.seed)
     rows = []
     for name, b in buckets.items():
-        acc, n = PUBLISHED_BUCKETS[name]
+        acc, n = DEEPCHESS_BUCKETS[name]
         rows.append(
             (
                 SUITE,
@@ -158,6 +188,8 @@ def eval_pairs_deepchess_net(
     split = built_with(test).get("split", {})
     by, guard = split.get("by", "game"), split.get("guard", True)
     detail = f"test split by {by}, leakage guard {'on' if guard else 'off'}"
+    if by == "position":
+        detail += f"; {PAIRS_ON_PUBLISHED_SPLIT}"
     rows.append((SUITE, "split_by_position", float(by == "position"), pairs.positions_rows, detail))
     rows.append((SUITE, "leakage_guard", float(guard), pairs.positions_rows, detail))
     folder = suites_folder(config.suites_dir, st)
@@ -166,14 +198,14 @@ def eval_pairs_deepchess_net(
         if not is_sts(s.positions):
             continue
         ok, n = solution_ranking(comparator, s.positions)
-        acc, pub_n = PUBLISHED["sts_solution_ranking"]
+        acc, pub_n = DEEPCHESS["sts_solution_ranking"]
         rows.append(
             (s.name, "solution_ranking", ok / n if n else 0.0, n, f"published {acc:.2%} over {pub_n:,} positions")
         )
         context.log.info(f"{s.name}: solution ranking {ok}/{n}")
-    write_results(st, f"eval_pairs_{MODEL}", context.run.run_id, [(MODEL, *r) for r in rows])
+    write_results(st, f"eval_pairs_{model_key}", context.run.run_id, [(model_key, *r) for r in rows])
     table = rows_md(rows)
-    report = report_dir(st, MODEL) / "pairs.md"
+    report = report_dir(st, model_key) / "pairs.md"
     with atomic_path(report) as tmp:
         tmp.write_text(table + "\n")
     return dg.MaterializeResult(
@@ -185,8 +217,8 @@ def eval_pairs_deepchess_net(
             "buckets": dg.MetadataValue.md(
                 "| bucket | ours | pairs | published | published pairs |\n|---|---|---|---|---|\n"
                 + "\n".join(
-                    f"| {md_cell(k)} | {b.accuracy:.2%} | {b.pairs:,} | {PUBLISHED_BUCKETS[k][0]:.2%} | "
-                    f"{PUBLISHED_BUCKETS[k][1]:,} |"
+                    f"| {md_cell(k)} | {b.accuracy:.2%} | {b.pairs:,} | {DEEPCHESS_BUCKETS[k][0]:.2%} | "
+                    f"{DEEPCHESS_BUCKETS[k][1]:,} |"
                     for k, b in buckets.items()
                 )
             ),
@@ -195,4 +227,7 @@ def eval_pairs_deepchess_net(
     )
 
 
+eval_pairs_deepchess_net = pairs_eval_asset(MODEL)
 deepchess_assets = [eval_pairs_deepchess_net]
+if MODEL in SPLIT_MODELS:  # its published-split copy (assets.reproduce), evaluated the same way
+    deepchess_assets.append(pairs_eval_asset(on_published_split(MODEL), REPRODUCTION_GROUP))

@@ -4,7 +4,10 @@ eval_piece_values_<model> loads the checkpoint its model asset last materialised
 values every piece of the test split the model was trained on (training.piece_values), and
 writes the average value per piece type (pawn = 1) beside Team 44's and the book's, the values
 per game phase (table and chart), and the test error beside the book-material baseline, into
-evaluation_results (suite `piece_values`) and reports/evaluation/<model>/.
+evaluation_results (suite `piece_values`) and reports/evaluation/<model>/. The piece-value
+models that have a published-split copy (`published_split_<model>`, assets.reproduce) get the same
+evaluation of that copy, eval_piece_values_published_split_<model>, its rows under the copy's name
+(its test split is the published one: positions split one by one, no leakage guard).
 """
 
 import dagster as dg
@@ -12,14 +15,14 @@ import dagster as dg
 from assets.config import DescribedConfig
 from assets.evaluation import GROUP, checkpoint_of, report_dir, write_png
 from assets.metadata import png_md
+from assets.reproduce import GROUP as REPRODUCTION_GROUP
+from assets.reproduce import SPLIT_MODELS
 from assets.resources import StoreResource
-from assets.training import MODELS
 from pipeline.evaluation import write_results
+from pipeline.reproduction import on_published_split
 from pipeline.store import atomic_path
+from training.catalog import PIECE_VALUE_MODELS  # also the CLI's (assets/cli/evaluate.py, piece_values.py)
 from training.choices import Device
-
-PIECE_VALUE_MODELS = [name for name, m in MODELS.items() if m.encoder == "pieces837"]
-"""The model assets that are piece-value networks."""
 
 
 class PieceValuesEvalConfig(DescribedConfig):
@@ -29,19 +32,21 @@ class PieceValuesEvalConfig(DescribedConfig):
     """auto: CUDA when present, else the CPU."""
 
 
-def piece_values_eval_asset(model: str) -> dg.AssetsDefinition:
+def piece_values_eval_asset(model: str, group: str = GROUP) -> dg.AssetsDefinition:
+    """eval_piece_values_<model>, for a piece-value model asset or its published-split copy."""
     name = f"eval_piece_values_{model}"
 
     @dg.asset(
         name=name,
-        group_name=GROUP,
+        group_name=group,
         deps=[model],
-        description=f"{model}: average value per piece type (pawn = 1) beside Team 44's 2.94 / 3.13 / 4.96 / "
-        "9.87, per game phase, and the test error beside the book-material baseline.",
+        description=f"{model}: average value per piece type (pawn = 1) beside Team 44's, per game phase, and the "
+        "test error beside the book-material baseline, on the test split the model was trained beside.",
     )
     def _eval(context: dg.AssetExecutionContext, config: PieceValuesEvalConfig, store: StoreResource):
         from pipeline.plots import piece_values_png
-        from training.piece_values import PUBLISHED, evaluate_checkpoint
+        from pipeline.published import TEAM44
+        from training.piece_values import evaluate_checkpoint
         from training.train import resolve_device
 
         st = store.get()
@@ -49,7 +54,7 @@ def piece_values_eval_asset(model: str) -> dg.AssetsDefinition:
         if not report.rows:
             raise dg.Failure(f"{model}: its test split has no rows with a target to evaluate")
         write_results(st, name, context.run.run_id, [(model, *r) for r in report.result_rows()])
-        png = piece_values_png(report.by_phase, PUBLISHED, f"{model}: piece values by game phase (pawn = 1 overall)")
+        png = piece_values_png(report.by_phase, TEAM44, f"{model}: piece values by game phase (pawn = 1 overall)")
         out = report_dir(st, model)
         write_png(out / "piece_values_by_phase.png", png)
         text = (
@@ -77,4 +82,6 @@ def piece_values_eval_asset(model: str) -> dg.AssetsDefinition:
     return _eval
 
 
-piece_values_assets = [piece_values_eval_asset(m) for m in PIECE_VALUE_MODELS]
+piece_values_assets = [piece_values_eval_asset(m) for m in PIECE_VALUE_MODELS] + [
+    piece_values_eval_asset(on_published_split(m), REPRODUCTION_GROUP) for m in PIECE_VALUE_MODELS if m in SPLIT_MODELS
+]

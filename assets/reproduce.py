@@ -3,8 +3,10 @@
 `reproduction_job` selects the unpartitioned assets from the datasets to the report: every
 dataset as ours (by game, leakage guard) and as published (`published_split_<dataset>`:
 positions split one by one, no guard), every model trained on each (the published-split copies
-for the models with a published test figure), the evaluation (suites, matches, Elo, head to
-head, DeepChess's pairs, the piece values), `model_results` and `reproduction_report`
+for the models whose published figures were measured on a split of their own data:
+pipeline.published.SPLIT_MODELS), the evaluation (suites, matches, Elo, head to head,
+DeepChess's pairs, the piece values; the pairs and piece values of the copies too),
+`model_results` and `reproduction_report`
 (reports/reproduction.md: each published figure beside ours, with n and the protocol, how long
 each step took, and the pictures). Ingest (partitioned by archive) and labels (by shard) run
 before it as their own runs: `chess-pipeline reproduce` runs all of it, resumably.
@@ -25,18 +27,21 @@ from assets.evaluation import HEAD_TO_HEAD_MODELS, report_dir
 from assets.metadata import png_md
 from assets.resources import StoreResource
 from assets.training import GROUP as MODELS_GROUP
-from assets.training import MODELS, TrainRunConfig, train_config
+from assets.training import MODELS, TrainRunConfig, model_extras, train_config
 from pipeline import published, storage
 from pipeline.datasets import DATASETS, build_dataset
+from pipeline.published import DEEPCHESS_MODEL
 from pipeline.reproduction import ReportInputs, Step, on_published_split, ours_from_store, render
 from pipeline.store import Store, atomic_path
+from training.catalog import PIECE_VALUE_MODELS
 
 GROUP = "reproduction"
 REPORT = "reproduction_report"
 LUBECK_GRID = "lubeck_grid"
 """Lubeck's experiment grid (another asset module's; reports/lubeck_grid.md): in the job when defined."""
-SPLIT_MODELS = [m for m in MODELS if m in published.MODEL_FIGURES]
-"""Sabatelli's and Lubeck's networks (their figures are test-split figures): trained on the published split too."""
+SPLIT_MODELS = [m for m in MODELS if m in published.SPLIT_MODELS]
+"""Sabatelli's, Lubeck's, DeepChess's and Team 44's (centipawn) networks, whose figures were measured on
+a split of their own data: trained on the published split too (pipeline.published.SPLIT_MODELS)."""
 
 
 def published_split_store(store: Store) -> Store:
@@ -91,7 +96,6 @@ def split_model_asset(name: str) -> dg.AssetsDefinition:
     from pipeline.datasets import dataset_problem
     from pipeline.evaluation import write_model_metrics
     from pipeline.plots import confusion_png, learning_curves_png
-    from training.train import train
 
     m = MODELS[name]
     key = on_published_split(name)
@@ -112,8 +116,12 @@ def split_model_asset(name: str) -> dg.AssetsDefinition:
         out = st.root / "models" / key / context.run.run_id
         cfg = train_config(name, config, str(split_store.root), str(out))
         start = time.monotonic()
+        from training.train import train  # the run's imports: not when the definitions load
+
         result = train(cfg, log=context.log.info)
-        write_model_metrics(st, key, on_published_split(m.dataset), context.run.run_id, result.metric_rows())
+        extra_meta, extra_rows = model_extras(name, cfg, result)  # DeepChess: its baseline, train pairs, protocol
+        rows = result.metric_rows() + extra_rows
+        write_model_metrics(st, key, on_published_split(m.dataset), context.run.run_id, rows)
         test = result.test
         meta = {
             "checkpoint": dg.MetadataValue.path(str(result.checkpoint)),
@@ -133,6 +141,8 @@ def split_model_asset(name: str) -> dg.AssetsDefinition:
             meta["test_mse"] = round(test.get("mse", float("nan")), 6)
         if result.history:
             meta["learning_curves"] = png_md(learning_curves_png(result.history, key), "learning curves")
+        meta.update(result.stop_metadata())  # the epochs asked, the time bound, where and why it stopped
+        meta.update(extra_meta)
         return dg.MaterializeResult(metadata=meta)
 
     return _model
@@ -148,7 +158,8 @@ class ReportConfig(DescribedConfig):
     models: list[str] = []
     """The models the run covered (empty: every model)."""
     schedules: dict[str, str] = {}
-    """model -> its resolved schedule in words (its profile's rows, epochs and minutes, with the run's caps)."""
+    """model (or its published-split copy) -> its resolved schedule in words (its profile's rows, epochs and
+    minutes, with the run's caps and its share of the time budget)."""
     outcomes: dict[str, str] = {}
     """step -> what this run did with it: done, kept, `failed: <why>`, `skipped: <why>` (a step not
     named: as its latest materialisation says)."""
@@ -177,8 +188,10 @@ def size_text(meta: dict, schedule: str = "") -> str:
     """What a model was trained on, from its materialisation's metadata, with the schedule the run
     gave it (its own profile settings and the run's caps)."""
     v = {k: getattr(x, "value", x) for k, x in meta.items()}
-    epochs = v.get("epochs", "?")
-    text = f"{v.get('profile', '?')} profile, {int(v.get('rows_train', 0)):,} train rows, {epochs} epoch(s)"
+    # Where training stopped and why (training.train.TrainResult.stop_text: epochs done of those
+    # asked, "stopped by the time budget"); older materialisations have only the epochs.
+    epochs = v.get("training_stop") or f"{v.get('epochs', '?')} epoch(s)"
+    text = f"{v.get('profile', '?')} profile, {int(v.get('rows_train', 0)):,} train rows, {epochs}"
     return text + (f"; schedule: {schedule}" if schedule else "")
 
 
@@ -190,8 +203,12 @@ def job_assets(models: list[str] | None = None, extra: tuple[str, ...] = ()) -> 
     names = datasets + [on_published_split(d) for d in datasets]
     names += models + [on_published_split(m) for m in models if m in SPLIT_MODELS] + ["model_results"]
     names += [f"eval_suites_{m}" for m in models] + [f"eval_matches_{m}" for m in models]
-    names += [f"eval_pairs_{m}" for m in models if m == "deepchess_net"]
-    names += [f"eval_piece_values_{m}" for m in models if MODELS[m].encoder == "pieces837"]
+    names += [f"eval_pairs_{m}" for m in models if m == DEEPCHESS_MODEL]
+    names += [f"eval_piece_values_{m}" for m in models if m in PIECE_VALUE_MODELS]
+    # The published-split copies' own evaluations (DeepChess's pairs, Team 44's piece values).
+    split = [m for m in models if m in SPLIT_MODELS]
+    names += [f"eval_pairs_{on_published_split(m)}" for m in split if m == DEEPCHESS_MODEL]
+    names += [f"eval_piece_values_{on_published_split(m)}" for m in split if m in PIECE_VALUE_MODELS]
     if all(m in models for m in HEAD_TO_HEAD_MODELS):
         names.append("eval_head_to_head")
     names += ["elo_ratings"] + [f"eval_report_{m}" for m in models] + list(extra)
@@ -212,20 +229,18 @@ def reproduction_report(
     context: dg.AssetExecutionContext, config: ReportConfig, store: StoreResource
 ) -> dg.MaterializeResult:
     from pipeline.duck import memory_connection
-    from training.deepchess import PUBLISHED as DEEPCHESS
-    from training.deepchess import PUBLISHED_BUCKETS
-    from training.piece_values import PUBLISHED as TEAM44
 
     st = store.get()
     instance = context.instance
     models = [m for m in (config.models or MODELS) if m in MODELS]
     figures = [*published.MODEL_FIGURES.values(), *published.EVALUATION_FIGURES]
-    figures += published.deepchess_figures(DEEPCHESS, PUBLISHED_BUCKETS) + published.piece_value_figures(TEAM44)
+    figures += published.deepchess_figures(published.DEEPCHESS, published.DEEPCHESS_BUCKETS)
+    figures += published.piece_value_figures(published.TEAM44)
     figures = [f for f in figures if f.model in models]
     with memory_connection(st) as con:
         ours = ours_from_store(con, figures, [*models, *(on_published_split(m) for m in models)])
     folder = st.root / "reports" / "reproduction"
-    sizes, pictures, kaufman = {}, {}, {}
+    sizes, pictures, kaufman, stops = {}, {}, {}, {}
     for m in models:
         for key in (m, on_published_split(m)):
             event = _latest(instance, key)
@@ -234,6 +249,7 @@ def reproduction_report(
             meta = dict(event.asset_materialization.metadata)
             if key == m or m not in sizes:
                 sizes[m] = size_text(meta, config.schedules.get(m, ""))
+            stops[key] = size_text(meta, config.schedules.get(key) or config.schedules.get(m, ""))
             for pic in ("learning_curves", "confusion_matrix"):
                 png = _png_from_md(meta.get(pic))
                 if png:
@@ -266,7 +282,9 @@ def reproduction_report(
             f"`{LUBECK_GRID}` is defined but has not written reports/lubeck_grid.md: its model was not part of "
             "this run, or its step failed (the steps below say which)."
         )
-    text = render(ReportInputs(figures, ours, sizes, steps, dict(config.settings), pictures, kaufman, lubeck))
+    text = render(
+        ReportInputs(figures, ours, sizes, steps, dict(config.settings), pictures, kaufman, lubeck, stops=stops)
+    )
     path = st.root / "reports" / "reproduction.md"
     with atomic_path(path) as tmp:
         tmp.write_text(text)

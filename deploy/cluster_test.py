@@ -765,7 +765,14 @@ def compare_on(
     ingested already (what ingest() returned); the embedded side ingests them itself.
     together: run the embedded side while the cluster side runs, not after it (they share no
     instance, store or log folder), so the comparison takes about the longer of the two rather
-    than their sum; each side's seconds then include the other's load on the machine."""
+    than their sum; each side's seconds then include the other's load on the machine. Only with
+    resources: both sides ingesting at once would race on os.environ (ingest sets the profile's
+    variables in this process), so together without resources is refused."""
+    if together and resources is None:
+        raise ValueError(
+            "compare_on(together=True) needs resources (the cluster store's archives ingested first, "
+            "what ingest() returned): two ingests at once would race on os.environ"
+        )
     seconds = {}
     out(
         f"cluster: postgres 127.0.0.1:{c.pg.port}, redis {c.broker.url}, "

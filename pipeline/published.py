@@ -1,9 +1,11 @@
 """The published figures the reproduction compares with, each with where ours comes from.
 
 One place for the numbers of Sabatelli's thesis (2017), Kaufman's test as he used it and Hui's
-self-play (2018); DeepChess's and Team 44's figures stay in training/deepchess.py and
-training/piece_values.py (their PUBLISHED dicts), which `deepchess_figures` and
-`piece_value_figures` turn into rows of the same kind. No Dagster, no torch.
+self-play (2018), DeepChess's (DEEPCHESS, and Experiment 1's buckets DEEPCHESS_BUCKETS) and Team
+44's (TEAM44), which `deepchess_figures` and `piece_value_figures` turn into rows of the same kind.
+Import them from here (plain data, no torch). Each figure says whether ours is measured on
+both split protocols (`both_protocols`), and SPLIT_MODELS names the models trained again on the
+published split for that. No Dagster, no torch.
 """
 
 from dataclasses import dataclass
@@ -11,6 +13,24 @@ from typing import Literal
 
 Table = Literal["model_metrics", "evaluation_results"]
 Unit = Literal["share", "mse", "pawns", "count", "percent"]
+
+DEEPCHESS = {
+    "train_pair_accuracy": 0.9668,
+    "val_pair_accuracy": 0.9674,
+    "sts_points": (1160, 15000),
+    "sts_solution_ranking": (0.6188, 1381),
+}
+"""DeepChess's published figures (sources: training/deepchess.py): train / validation pair
+accuracy, STS points (of the total) and solution ranking (share, positions)."""
+DEEPCHESS_BUCKETS = {
+    "A_even_even": (0.6937, 108_780),
+    "B_white_adv_black_adv": (0.9585, 43_368),
+    "C_white_adv_even": (0.9501, 112_034),
+    "D_even_black_adv": (0.9089, 112_406),
+}
+"""DeepChess Experiment 1 (Low 2021): accuracy and pairs per bucket (training.deepchess.BUCKETS)."""
+TEAM44 = {"knight": 2.94, "bishop": 3.13, "rook": 4.96, "queen": 9.87}
+"""Team 44's average learned values, pawn = 1."""
 
 SABATELLI = "Sabatelli 2017"
 SABATELLI_N = "about 3 million positions (all splits)"
@@ -42,6 +62,10 @@ class Figure:
     metric: str
     stated: str = ""
     """The published statement, where it is words rather than a number."""
+    both_protocols: bool = False
+    """Ours is measured on both split protocols: by the model asset (ours, split by game) and by
+    its published-split copy (`published_split_<model>`, and that copy's evaluation asset for an
+    evaluation_results figure). False: the leakage-free model only (suites, matches)."""
 
     def text(self) -> str:
         """The published figure as the report prints it."""
@@ -73,6 +97,7 @@ def _sabatelli(model: str, measure: str, value: float | None, stated: str = "", 
         "test",
         metric,
         stated,
+        both_protocols=True,
     )
 
 
@@ -106,6 +131,7 @@ MODEL_FIGURES: dict[str, Figure] = {
         "test",
         "accuracy",
         "none published",
+        both_protocols=True,
     ),
 }
 """Each model's headline figure (its test metric), by model asset."""
@@ -189,29 +215,46 @@ def anchor(model: str) -> str:
 
 
 def piece_value_anchor(published: dict) -> str:
-    """Team 44's average piece values (training.piece_values.PUBLISHED) in one line."""
+    """Team 44's average piece values (TEAM44) in one line."""
     return "Team 44: " + ", ".join(f"{piece} {value:.2f}" for piece, value in published.items()) + " (pawn = 1)"
 
 
 def deepchess_anchor(published: dict) -> str:
-    """DeepChess's pair accuracies (training.deepchess.PUBLISHED) in one line."""
+    """DeepChess's pair accuracies (DEEPCHESS) in one line."""
     train, val = (fmt(published[k], "share") for k in ("train_pair_accuracy", "val_pair_accuracy"))
     return f"DeepChess: train / val pair accuracy {train} / {val}"
 
 
+DEEPCHESS_MODEL = "deepchess_net"
+"""The model asset DeepChess's figures are compared with."""
+TEAM44_MODEL = "piece_value_net"
+"""The model asset Team 44's piece values are compared with (the centipawn variant; their second,
+the result variant, has no published figure)."""
+SPLIT_MODELS: tuple[str, ...] = (*MODEL_FIGURES, DEEPCHESS_MODEL, TEAM44_MODEL)
+"""The models whose published figures were measured on a split of their own data: trained (and,
+where the figure is an evaluation's, evaluated) again on the published split for the comparison."""
+PAIRS_ON_PUBLISHED_SPLIT = (
+    "DeepChess's pairs are drawn within each split file on both protocols; on the published split the "
+    "positions are split one by one, so a game can have positions on both sides (in train pairs and in "
+    "test pairs): that is the published protocol"
+)
+"""What "published split" means for DeepChess's pairs (the report and the pair evaluation say it)."""
+
+
 def deepchess_figures(published: dict, buckets: dict) -> list[Figure]:
-    """DeepChess's figures (training.deepchess.PUBLISHED and PUBLISHED_BUCKETS) as rows."""
-    src, model = "DeepChess (David et al. 2016; Low 2021 for the buckets)", "deepchess_net"
+    """DeepChess's figures (DEEPCHESS and DEEPCHESS_BUCKETS) as rows: the pair
+    accuracies, buckets and solution ranking on both protocols, the STS points on ours."""
+    src, model = "DeepChess (David et al. 2016; Low 2021 for the buckets)", DEEPCHESS_MODEL
     rows = [
         Figure(src, "pair accuracy, train", published["train_pair_accuracy"], "share", "", "", model,
-               "model_metrics", "train", "pair_accuracy"),
+               "model_metrics", "train", "pair_accuracy", both_protocols=True),
         Figure(src, "pair accuracy, validation", published["val_pair_accuracy"], "share", "", "", model,
-               "model_metrics", "val", "accuracy"),
+               "model_metrics", "val", "accuracy", both_protocols=True),
     ]  # fmt: skip
     for name, (acc, n) in buckets.items():
         rows.append(
             Figure(src, f"Experiment 1, bucket {name}", acc, "share", f"{n:,} pairs", "", model,
-                   "evaluation_results", "deepchess_pairs", name)
+                   "evaluation_results", "deepchess_pairs", name, both_protocols=True)
         )  # fmt: skip
     points, top = published["sts_points"]
     rows.append(
@@ -221,15 +264,15 @@ def deepchess_figures(published: dict, buckets: dict) -> list[Figure]:
     share, n = published["sts_solution_ranking"]
     rows.append(
         Figure(src, "STS solution ranking", share, "share", f"{n:,} positions", "", model,
-               "evaluation_results", "STS1-STS15_LAN_v3", "solution_ranking")
+               "evaluation_results", "STS1-STS15_LAN_v3", "solution_ranking", both_protocols=True)
     )  # fmt: skip
     return rows
 
 
 def piece_value_figures(published: dict) -> list[Figure]:
-    """Team 44's average piece values (training.piece_values.PUBLISHED, pawn = 1) as rows."""
+    """Team 44's average piece values (TEAM44, pawn = 1) as rows, on both protocols."""
     return [
         Figure("Team 44", f"average {piece} value, pawn = 1", value, "count", "", "their test positions",
-               "piece_value_net", "evaluation_results", "piece_values", f"value_{piece}")
+               TEAM44_MODEL, "evaluation_results", "piece_values", f"value_{piece}", both_protocols=True)
         for piece, value in published.items()
     ]  # fmt: skip

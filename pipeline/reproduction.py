@@ -8,7 +8,7 @@ Markdown. No Dagster, no torch.
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from pipeline.published import Figure, fmt
+from pipeline.published import PAIRS_ON_PUBLISHED_SPLIT, Figure, fmt
 
 PUBLISHED_SPLIT = "published_split_"
 """Prefix of the reproduction's copies of a dataset or model on the published protocol
@@ -54,6 +54,9 @@ class ReportInputs:
     """model -> its per-position Kaufman table (Markdown, from eval_suites_<model>)."""
     lubeck_grid: str = ""
     """The link to Lubeck's grid report, or why it is absent."""
+    stops: dict[str, str] = field(default_factory=dict)
+    """model run (a model or its published-split copy) -> what it was trained on, the epochs done of
+    those asked and why it stopped (every epoch, early stopping, the time budget), and its schedule."""
 
 
 def ours_from_store(con, figures: Iterable[Figure], models: Iterable[str]) -> dict[tuple, Ours]:
@@ -101,9 +104,9 @@ def figures_table(inputs: ReportInputs) -> str:
     ]
     for f in inputs.figures:
         key = (f.table, f.where, f.metric)
-        split = inputs.ours.get((on_published_split(f.model), *key)) if f.table == "model_metrics" else None
+        split = inputs.ours.get((on_published_split(f.model), *key)) if f.both_protocols else None
         own = inputs.ours.get((f.model, *key))
-        a, an = _cell(split, f) if f.table == "model_metrics" and f.where == "test" else ("-", "-")
+        a, an = _cell(split, f) if f.both_protocols else ("-", "-")
         b, bn = _cell(own, f)
         lines.append(
             f"| {f.source} | {f.measure} | {f.model} | {f.text()} | {f.n or '-'} | {f.protocol or '-'} "
@@ -140,7 +143,9 @@ def render(inputs: ReportInputs) -> str:
         "Ours on two protocols: the published one (`published_split_*`: positions split one by one, "
         "no leakage guard, so test positions and games also occur in train) and ours (split by game, "
         "no test position in train). n: the test rows, pairs, games or suite positions each value was "
-        "measured on. Evaluation figures (suites, matches) are of the leakage-free models.",
+        "measured on. Evaluation figures (suites, matches) are of the leakage-free models, but for "
+        "DeepChess's pairs and STS solution ranking and Team 44's piece values, measured on both (each "
+        f"protocol's model on its own test split). {PAIRS_ON_PUBLISHED_SPLIT}.",
         "",
         figures_table(inputs),
         "",
@@ -156,6 +161,16 @@ def render(inputs: ReportInputs) -> str:
         "did not reach.",
         "",
         steps_table(inputs.steps),
+        "",
+        "## Where each model's training stopped",
+        "",
+        "Each model run: its train rows, the epochs done of those asked and why training stopped (every "
+        "epoch asked for, early stopping, or the time budget: `--hours` gives each run a share; a cut is "
+        "never silent), its pretraining where it has one, and the schedule the run gave it.",
+        "",
+        "| model run | trained on, and where it stopped |",
+        "|---|---|",
+        *(f"| {run} | {text.replace('|', chr(92) + '|')} |" for run, text in inputs.stops.items()),
         "",
         "## Pictures",
     ]

@@ -197,9 +197,10 @@ def score_checkpoint(checkpoint: str, path: str) -> dict:
     model.load_state_dict(ck["best_model"])
     rows = ParquetBatches(path, LoaderConfig(batch_size=4096, shuffle=False))
     cpu = torch.device("cpu")
-    out = {"accuracy": evaluate(model, rows, encoder, cpu, 3, 0.0, False)["accuracy"], "rows": rows.rows}
+    scored: dict = {}  # each row's target, prediction and material, from the same pass
+    out = {"accuracy": evaluate(model, rows, encoder, cpu, 3, 0.0, False, scored)["accuracy"], "rows": rows.rows}
     games = pq.read_table(path, columns=["game_id"]).column(0).to_numpy()
-    return out | baseline_leads(model, rows, encoder, cpu, "sabatelli_3class", 1, False, games)
+    return out | baseline_leads(scored, "sabatelli_3class", 1, games)
 
 
 def main() -> None:

@@ -61,3 +61,12 @@ def test_bad_krk_settings_are_one_line(home, capsys):
         main(["--home", str(home), "selfplay", "--generations", "0", "--krk", "--krk-games", "0"])
     err = capsys.readouterr().err + str(e.value.code)
     assert "games must be at least 1" in err and "Traceback" not in err
+
+
+def test_krk_settings_without_krk_are_refused(home, capsys):
+    """A --krk-* flag without --krk would be ignored: it is refused in one line, before any game."""
+    with pytest.raises(SystemExit) as e:
+        main(["--home", str(home), "selfplay", "--generations", "0", "--evaluate", "--krk-games", "5"])
+    err = capsys.readouterr().err + str(e.value.code)
+    assert "chess-pipeline selfplay: --krk-games needs --krk" in err and "Traceback" not in err
+    assert not home.exists()

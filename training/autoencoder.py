@@ -92,7 +92,8 @@ class PretrainConfig:
 class PretrainResult:
     history: list[dict] = field(default_factory=list)
     """One row per (layer, epoch): phase 'pretrain_<k>', layer, epoch, lr, train_loss (mean
-    BCE per unit), val_loss (None without val_inputs), seconds."""
+    BCE per unit), val_loss (None without val_inputs), seconds, cut (True where the layer's time
+    share ended the epoch early, or before its first step)."""
     decoders: nn.ModuleList = field(default_factory=nn.ModuleList)
     """Decoder of each layer: decoders[k] maps widths[k+1] back to widths[k] (Linear; apply a
     sigmoid for the reconstruction)."""
@@ -225,6 +226,7 @@ def pretrain_stack(
                     reconstruction_loss(stack, decoder, k, val_inputs(0), device) if val_inputs is not None else None
                 ),
                 "seconds": time.monotonic() - e0,
+                "cut": out_of_time,
             }
             result.history.append(row)
             log(
@@ -233,7 +235,7 @@ def pretrain_stack(
                 + (f", val {row['val_loss']:.4f}" if row["val_loss"] is not None else "")
             )
             if out_of_time or not n:
-                log(f"pretrain layer {k}: time share of {share / 60:.2f} min used")
+                log(f"pretrain layer {k}: time share of {share / 60:g} min used")
                 break
     return result
 

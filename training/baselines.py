@@ -65,7 +65,7 @@ def material_classes(dataset: str) -> dict[int, int] | None:
     return {int(d): int(c) for d, c in zip(table["d"], table[macro], strict=True)}
 
 
-def _targets_and_material(batches: Iterable[Batch], with_material: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def targets_and_material(batches: Iterable[Batch], with_material: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Every row's target and (with_material) material balance, in the loader's order."""
     ys, ms = [np.zeros(0, np.float32)], [np.zeros(0, np.float32)]
     for b in batches:
@@ -95,8 +95,22 @@ def baselines(
     regression: mean_baseline_mse / _mae (train's mean), material_baseline_mse / _mae and the
     fitted line's material_baseline_intercept / _slope (+ _cp_mae when the target is in
     centipawn units: cp_per_unit)."""
-    y_train, m_train = _targets_and_material(train, with_material=not classes)  # a class rule is fixed
-    y_test, m_test = _targets_and_material(test)
+    y_train, m_train = targets_and_material(train, with_material=not classes)  # a class rule is fixed
+    return baselines_of(dataset, classes, y_train, m_train, *targets_and_material(test), cp_per_unit)
+
+
+def baselines_of(
+    dataset: str,
+    classes: int,
+    y_train: np.ndarray,
+    m_train: np.ndarray,
+    y_test: np.ndarray,
+    m_test: np.ndarray,
+    cp_per_unit: float = 0.0,
+) -> dict:
+    """`baselines` from the rows' targets and material balances (targets_and_material, or the
+    per-row outcome of training.checkpoints.evaluate's pass over test); m_train is unused for
+    a class target."""
     out: dict = {}
     if not len(y_test) or not len(y_train):
         return out

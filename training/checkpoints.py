@@ -23,6 +23,7 @@ from torch import nn
 from pipeline import storage
 from pipeline.datasets import DATASETS, Pov
 from pipeline.storage import ObjectPath, StorePath
+from training.baselines import material
 from training.choices import Device, check_choice
 from training.data import ParquetBatches
 from training.encoders import get_encoder
@@ -91,12 +92,25 @@ def load_model(path: StorePath | str, device: str = "cpu") -> tuple[nn.Module, d
 
 
 def evaluate(
-    model: nn.Module, batches: ParquetBatches, encoder, device, classes: int, cp_per_unit: float, amp: bool
+    model: nn.Module,
+    batches: ParquetBatches,
+    encoder,
+    device,
+    classes: int,
+    cp_per_unit: float,
+    amp: bool,
+    per_row: dict | None = None,
 ) -> dict:
     """Loss and the metrics of a split: accuracy, confusion matrix, per-class accuracy (classes),
-    or MSE, MAE and cp MAE (regression)."""
+    or MSE, MAE and cp MAE (regression).
+
+    `per_row`: a dict that gains, in the loader's order, each row's `target`, the model's
+    `prediction` (its class, or its value) and the row's `material` balance in pawns
+    (training.baselines.material): the same pass then gives what the baselines and the model's
+    leads over them are scored on (training.train.figures_on_test), with no second read of the split."""
     model.eval()
     total, loss_sum, correct, abs_sum = 0, 0.0, 0, 0.0
+    kept: dict[str, list[np.ndarray]] = {"target": [], "prediction": [], "material": []}
     confusion = np.zeros((classes, classes), dtype=np.int64) if classes else None
     with torch.no_grad(), autocast(device, amp):
         for batch in batches.epoch(0):
@@ -113,7 +127,13 @@ def evaluate(
                 p = out.squeeze(1)
                 loss_sum += nn.functional.mse_loss(p, y, reduction="sum").item()
                 abs_sum += (p - y).abs().sum().item()
+            if per_row is not None:
+                kept["target"].append(y.cpu().numpy())
+                kept["prediction"].append((pred if classes else p).cpu().numpy())
+                kept["material"].append(material(batch).cpu().numpy())
             total += len(y)
+    if per_row is not None:
+        per_row.update({k: np.concatenate(v) if v else np.zeros(0, np.float32) for k, v in kept.items()})
     if not total:
         return {"rows": 0}
     m = {"rows": total, "loss": loss_sum / total}

@@ -55,19 +55,6 @@ BUCKETS = {
 }
 """Experiment 1's pair buckets: (class of the position from the White-won game (left), class
 of the one from the Black-won game (right))."""
-PUBLISHED_BUCKETS = {
-    "A_even_even": (0.6937, 108_780),
-    "B_white_adv_black_adv": (0.9585, 43_368),
-    "C_white_adv_even": (0.9501, 112_034),
-    "D_even_black_adv": (0.9089, 112_406),
-}
-"""DeepChess Experiment 1 (Low 2021): accuracy and pairs per bucket."""
-PUBLISHED = {
-    "train_pair_accuracy": 0.9668,
-    "val_pair_accuracy": 0.9674,
-    "sts_points": (1160, 15000),
-    "sts_solution_ranking": (0.6188, 1381),
-}
 
 
 class PairBatches:

@@ -47,6 +47,7 @@ import pyarrow.parquet as pq
 import torch
 
 from pipeline.datasets import built_with, protocol_text
+from pipeline.published import TEAM44
 from pipeline.storage import StorePath
 from training.checkpoints import load_model, store_location
 from training.encoders import MATERIAL_VALUES, Batch, PieceRows, get_encoder
@@ -54,8 +55,6 @@ from training.models import PIECE_TYPES, PieceValueNet
 
 BOOK_VALUES = MATERIAL_VALUES[:5]
 """The textbook values of P N B R Q, for the material baseline and beside ours."""
-PUBLISHED = {"knight": 2.94, "bishop": 3.13, "rook": 4.96, "queen": 9.87}
-"""Team 44's average learned values, pawn = 1."""
 PHASES = ("opening", "middlegame", "endgame")
 """sql/views/macros.sql `game_phase`."""
 _ENCODER = "pieces837"
@@ -173,7 +172,7 @@ class PieceValueReport:
             book = f"{BOOK_VALUES[i]:g}" if i < len(BOOK_VALUES) else "-"
             fit = self.linear_fit.get(t)
             lines.append(
-                f"| {t} | {self.relative.get(t, math.nan):.2f} | {PUBLISHED.get(t, 1.0 if t == 'pawn' else '-')} "
+                f"| {t} | {self.relative.get(t, math.nan):.2f} | {TEAM44.get(t, 1.0 if t == 'pawn' else '-')} "
                 f"| {book} | {'-' if fit is None else f'{fit / pawn_fit:.2f}'} | {self.average.get(t, math.nan):.3f} "
                 f"| {'-' if fit is None else f'{fit:.3f}'} |"
             )
@@ -204,7 +203,7 @@ class PieceValueReport:
         for i, t in enumerate(PIECE_TYPES):
             n = sum(self.counts.get(p, {}).get(t, 0) for p in PHASES)
             if t in self.relative:
-                pub = f"Team 44 {PUBLISHED[t]}, book {BOOK_VALUES[i]:g}" if t in PUBLISHED else ""
+                pub = f"Team 44 {TEAM44[t]}, book {BOOK_VALUES[i]:g}" if t in TEAM44 else ""
                 rows.append((suite, f"value_{t}", self.relative[t], n, f"pawn = 1; {pub}".rstrip("; ")))
             if t in self.linear_fit and self.linear_fit.get("pawn"):
                 rows.append(

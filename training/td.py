@@ -908,7 +908,9 @@ def krk_generations(
             if g:
                 gen = run_generation(pool, params, cfg, g, on_game)
                 params = gen.params
-                mates = gen.pgn.count('[Termination "checkmate"]')
+                # In KRvK only White has mating material and White's only win is a mate (game_end: a
+                # ply limit gives "*", every other end a draw), so its wins count the mates.
+                mates = gen.results.get("1-0", 0)
                 row.update(results=dict(gen.results), mate_rate=mates / gen.games, td_error=gen.td_error)
             game = check_game(
                 make_model(cfg, params), chess.Board(fen), check_depth or cfg.depth, mate_plies, defender_depth

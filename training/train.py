@@ -17,10 +17,9 @@ import copy
 import dataclasses
 import os
 import time
-import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal, get_args, get_origin
+from typing import Literal, get_args
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -33,7 +32,7 @@ from pipeline.settings import add_arguments, from_namespace
 from pipeline.storage import ObjectPath, StorePath
 from pipeline.store import Store, atomic_path, default_root
 from training.autoencoder import PretrainConfig, encoded_inputs
-from training.baselines import baselines
+from training.baselines import baselines_of, targets_and_material
 from training.checkpoints import (
     CP_PER_UNIT,
     autocast,
@@ -44,82 +43,15 @@ from training.checkpoints import (
     store_location,
 )
 from training.checkpoints import load_model as load_model  # re-exported: callers load models from here
-from training.choices import Device, check_choice
+from training.choices import EARLY_STOPPING, EPOCHS_DONE, TIME_BUDGET, Stop, check_choice
+from training.config import TrainConfig, config_choices  # re-exported: callers import them from here
 from training.data import LoaderConfig, ParquetBatches
-from training.encoders import ENCODERS, file_mirrorable, get_encoder, mirror_files
+from training.encoders import file_mirrorable, get_encoder, mirror_files
 from training.models import PRESETS, ModelSpec, OptimizerName, build_model
 
-REGISTRIES = {"dataset": DATASETS, "model": PRESETS, "encoder": ENCODERS}
-"""The TrainConfig fields that name an entry of a registry, and that registry."""
-
-
-@dataclass
-class TrainConfig:
-    store: str = ""
-    """Store root (a folder or s3://bucket/prefix) holding datasets/<dataset>/{train,val,test}.parquet;
-    empty: $CHESS_PIPELINE_HOME, else ./store (the CLI's store), resolved when the run starts."""
-    dataset: str = "sabatelli_3class"
-    """Dataset name (sql/datasets/)."""
-    model: str = "mlp3"
-    """Model preset (training.models.PRESETS)."""
-    encoder: str = "bitmap768"
-    """Input encoder (training.encoders.ENCODERS)."""
-    target: str = "target"
-    """The dataset column the model learns (`target`; piece_values' `result_score` for the
-    piece-value network's result variant); rows where another column is null are left out."""
-    hidden: tuple[int, ...] = ()
-    """Replace the preset's hidden widths (empty keeps them)."""
-    epochs: int = 20
-    """Most epochs; early stopping may end sooner."""
-    patience: int = 3
-    """Stop after this many epochs without a better validation loss."""
-    pretrain_epochs: int = -1
-    """Epochs of each layer's unsupervised pretraining, for a model that has one (DeepChess's
-    Pos2Vec): -1 as many as `epochs`, 0 none. It gets at most half of max_minutes."""
-    batch_size: int = 256
-    """Rows per training step."""
-    lr: float = 0.0
-    """Learning rate; 0 takes the preset's."""
-    max_train_rows: int = 0
-    """Use only the first rows of train (0: all); for short CPU schedules."""
-    max_eval_rows: int = 0
-    """Use only the first rows of val and test (0: all)."""
-    max_minutes: float = 0.0
-    """Stop once this wall time has passed, cutting the epoch short (0: no bound). A run cut
-    inside an epoch does not resume to the same weights as an uninterrupted one."""
-    seed: int = 0
-    """Seed of the initial weights, the shuffling and dropout: the same seed gives the same model."""
-    device: Device = "auto"
-    """auto (CUDA when present, else CPU), cpu or cuda."""
-    amp: bool = True
-    """bfloat16 autocast on CUDA."""
-    threads: int = 0
-    """CPU threads (0: every core)."""
-    out: str = ""
-    """Folder for checkpoint.pt (or an s3://bucket/prefix); empty: <store>/models/<dataset>-<model>-<encoder>."""
-    shuffle_buffer: int = 262_144
-    """Rows shuffled together in memory (a larger buffer mixes more, costs more memory)."""
-
-    def __post_init__(self):
-        self.check()
-
-    def check(self) -> None:
-        """Refuse a misspelled choice (dataset, model, encoder, device), naming the valid values."""
-        for name, valid in config_choices().items():
-            check_choice(name, getattr(self, name), valid)
-
-
-def config_choices(cls: type = TrainConfig) -> dict[str, tuple[str, ...]]:
-    """The valid values of each choice field of a config dataclass: a Literal field's values, or
-    the names of the registry (REGISTRIES) the field picks from. The CLI's `choices=` too."""
-    hints = typing.get_type_hints(cls)
-    out = {}
-    for f in dataclasses.fields(cls):
-        if f.name in REGISTRIES:
-            out[f.name] = tuple(REGISTRIES[f.name])
-        elif get_origin(hints[f.name]) is Literal:
-            out[f.name] = get_args(hints[f.name])
-    return out
+PRETRAIN_SHARE = 0.5
+"""The share of max_minutes a model's unsupervised pretraining may take (each layer an equal
+part of it, training.autoencoder.pretrain_stack); the supervised epochs get the rest."""
 
 
 @dataclass
@@ -134,6 +66,55 @@ class TrainResult:
     positions_per_second: float = 0.0
     rows: dict = field(default_factory=dict)
     device: str = ""
+    epochs_asked: int = 0
+    """The most epochs the run was given (TrainConfig.epochs); `history` holds those done."""
+    max_minutes: float = 0.0
+    """The run's wall-time bound in minutes (0: none); pretraining had PRETRAIN_SHARE of it."""
+    stopped_by: Stop | Literal[""] = ""
+    """Why training ended (training.choices.Stop; empty: not run): `epochs` (every epoch asked
+    for ran), `early stopping`, or `time budget` (max_minutes reached: fewer epochs than asked,
+    or the last one cut short)."""
+    pretrain_epochs_asked: int = 0
+    """Pretraining epochs asked for each layer (0: none); `pretrain` holds those done."""
+
+    def pretrain_done(self) -> list[int]:
+        """Pretraining epochs done, per layer (layer order)."""
+        layers = sorted({r["layer"] for r in self.pretrain})
+        return [sum(1 for r in self.pretrain if r["layer"] == k) for k in layers]
+
+    def pretrain_cut(self) -> bool:
+        """Whether pretraining's time share cut it: a layer's epoch ended early (its row `cut`,
+        the last epoch asked for too) or a layer did fewer epochs than asked for."""
+        return any(r.get("cut") for r in self.pretrain) or any(
+            done < self.pretrain_epochs_asked for done in self.pretrain_done()
+        )
+
+    def stop_text(self) -> str:
+        """Where training stopped and why, in words (what a time budget cut, stated)."""
+        done, asked = len(self.history), self.epochs_asked
+        why = {
+            TIME_BUDGET: f"stopped by the time budget ({self.max_minutes:g} min)",
+            EARLY_STOPPING: "stopped early (no better validation loss)",
+            EPOCHS_DONE: "every epoch asked for",
+        }.get(self.stopped_by, self.stopped_by or "not run")
+        text = f"{done} of {asked} epoch(s), {why}"
+        if self.pretrain:
+            layers = ", ".join(map(str, self.pretrain_done()))
+            share = self.max_minutes * PRETRAIN_SHARE
+            text += f"; pretraining {layers} of {self.pretrain_epochs_asked} epoch(s) per layer" + (
+                f", cut by its time share ({share:g} min)" if self.pretrain_cut() else ""
+            )
+        return text
+
+    def stop_metadata(self) -> dict:
+        """The schedule and where it stopped, for a model asset's metadata (plain values)."""
+        return {
+            "epochs_asked": self.epochs_asked,
+            "max_minutes": self.max_minutes,
+            "stopped_by": self.stopped_by,
+            "stopped_by_time_budget": self.stopped_by == TIME_BUDGET or self.pretrain_cut(),
+            "training_stop": self.stop_text(),
+        }
 
     def metric_rows(self) -> list[tuple[str, str, float]]:
         """(split, metric, value) rows for model_metrics: every numeric test figure, the last
@@ -210,35 +191,51 @@ def paired_lead(right: np.ndarray, other: np.ndarray, clusters: np.ndarray | Non
     return lead, float(1.96 * variance**0.5)
 
 
-def baseline_leads(
-    model: nn.Module, batches: ParquetBatches, encoder, device, dataset: str, majority: int, amp: bool, games=None
-) -> dict:
+def baseline_leads(rows: dict, dataset: str, majority: int, games=None) -> dict:
     """The model's lead over the majority class and over the material rule (training.baselines)
     on the same test rows, each with the half-width of its 95% interval, clustered by game where
     `games` (N,) gives each row's game (paired_lead); `lead_clusters`: how many games, 0 when
-    there is no game grouping (no `games`, or not one per test row): the interval is then per row."""
-    from training.baselines import material, material_classes, material_predictions
+    there is no game grouping (no `games`, or not one per test row): the interval is then per row.
 
-    rule = material_classes(dataset)
-    model.eval()
-    right, by_material, by_majority = [], [], []
-    with torch.no_grad(), autocast(device, amp):
-        for batch in batches.epoch(0):
-            batch = batch.to(device)
-            y = batch.target.long()
-            right.append((model(encoder(batch)).float().argmax(1) == y).cpu().numpy())
-            by_majority.append((y == majority).cpu().numpy())
-            if rule is not None:
-                pred = material_predictions(dataset, material(batch).float().cpu().numpy())
-                by_material.append(pred == y.cpu().numpy())
-    if not right:
+    `rows`: the per-row outcome of the pass that scored the model (training.checkpoints.evaluate's
+    `per_row`: target, prediction, material), so the split is neither read nor run again."""
+    from training.baselines import material_predictions
+
+    y = np.asarray(rows.get("target", ())).astype(np.int64)
+    if not len(y):
         return {}
-    ok = np.concatenate(right)
+    ok = np.asarray(rows["prediction"]).astype(np.int64) == y
     clusters = games if games is not None and len(games) == len(ok) else None
     out = {"lead_clusters": float(len(np.unique(clusters))) if clusters is not None else 0.0}  # 0: per row
-    out["majority_lead"], out["majority_lead_ci95"] = paired_lead(ok, np.concatenate(by_majority), clusters)
-    if rule is not None:
-        out["material_lead"], out["material_lead_ci95"] = paired_lead(ok, np.concatenate(by_material), clusters)
+    out["majority_lead"], out["majority_lead_ci95"] = paired_lead(ok, y == majority, clusters)
+    by_material = material_predictions(dataset, np.asarray(rows["material"], dtype=np.float32))
+    if by_material is not None:
+        out["material_lead"], out["material_lead_ci95"] = paired_lead(ok, by_material == y, clusters)
+    return out
+
+
+def figures_on_test(
+    model: nn.Module,
+    test: ParquetBatches,
+    train_rows: ParquetBatches,
+    encoder,
+    device,
+    dataset: str,
+    cp_unit: float,
+    amp: bool,
+    games: np.ndarray | None = None,
+) -> dict:
+    """A row model's test figures in one pass over test (training.checkpoints.evaluate keeping
+    each row's target, prediction and material): its metrics, the baselines scored on the same
+    rows (training.baselines; train is read for its majority class or material line) and, for a
+    class target, its leads over them with their intervals (baseline_leads, clustered by `games`)."""
+    classes = DATASETS[dataset].classes
+    rows: dict = {}
+    out = evaluate(model, test, encoder, device, classes, cp_unit, amp, per_row=rows)
+    y_train, m_train = targets_and_material(train_rows.epoch(0), with_material=not classes)
+    out.update(baselines_of(dataset, classes, y_train, m_train, rows["target"], rows["material"], cp_unit))
+    if classes and "majority_class" in out:  # the leads, with their intervals (clustered by game)
+        out.update(baseline_leads(rows, dataset, int(out["majority_class"]), games))
     return out
 
 
@@ -295,8 +292,13 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
     pretrained: list[dict] = []
     start_epoch, best_loss, best_state, bad = 0, float("inf"), None, 0
     result = TrainResult(
-        ckpt_path, device=str(device), rows={"train": train_b.rows, "val": val_b.rows, "test": test_b.rows}
+        ckpt_path,
+        device=str(device),
+        rows={"train": train_b.rows, "val": val_b.rows, "test": test_b.rows},
+        epochs_asked=cfg.epochs,
+        max_minutes=cfg.max_minutes,
     )
+    stopped_by: Stop | Literal[""] = ""
     if storage.exists(ckpt_path):
         ck = load_checkpoint(ckpt_path, map_location=device)
         if _same_run(ck["config"], config) and ck["encoder"] == {"name": encoder.name, "version": encoder.version}:
@@ -308,20 +310,24 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
             start_epoch = result.resumed_from = ck["epoch"] + 1
             log(f"resuming from {ckpt_path} after epoch {ck['epoch']}")
             if ck.get("stopped_early"):
-                start_epoch = cfg.epochs
+                start_epoch, stopped_by = cfg.epochs, EARLY_STOPPING
         else:
             log(f"{ckpt_path} holds another configuration: starting afresh")
     loss_fn = nn.CrossEntropyLoss() if classes else nn.MSELoss()
     cp_unit = CP_PER_UNIT.get(cfg.dataset, 1.0) if cfg.target == "target" else 0.0  # 0: not centipawns
     t0 = time.monotonic()
     pretrain_epochs = cfg.epochs if cfg.pretrain_epochs < 0 else cfg.pretrain_epochs
-    if hasattr(model, "pretrain") and start_epoch == 0 and pretrain_epochs:
-        # Unsupervised phase (training.autoencoder.Pretrainable) on single positions of train.
+    result.pretrain_epochs_asked = pretrain_epochs if hasattr(model, "pretrain") else 0
+    if hasattr(model, "pretrain") and start_epoch == 0 and pretrain_epochs and not pretrained:
+        # Unsupervised phase (training.autoencoder.Pretrainable) on single positions of train,
+        # within its share of the time bound (PRETRAIN_SHARE), counted from the same start t0.
         singles = lambda b: getattr(b, "positions", b)  # noqa: E731  (a pair loader's positions)
         pretrained = model.pretrain(
             encoded_inputs(singles(train_b), encoder, device),
             encoded_inputs(singles(val_b), encoder, device),
-            PretrainConfig(pretrain_epochs, preset.pretrain_lr, preset.lr_decay, cfg.max_minutes / 2, cfg.seed),
+            PretrainConfig(
+                pretrain_epochs, preset.pretrain_lr, preset.lr_decay, cfg.max_minutes * PRETRAIN_SHARE, cfg.seed
+            ),
             device,
             log,
         )
@@ -354,6 +360,10 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
             n += len(y)
         train_seconds += time.monotonic() - e0
         seen += n
+        if out_of_time and not n:  # the bound was reached before this epoch's first step: nothing to record
+            stopped_by = TIME_BUDGET
+            log(f"time budget of {cfg.max_minutes:g} min reached before epoch {epoch}")
+            break
         if not np.isfinite(loss_sum):
             raise FloatingPointError(
                 f"training diverged in epoch {epoch} (loss {loss_sum / max(n, 1)}): "
@@ -384,25 +394,29 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
         _save(ckpt_path, *state, pretrained)
         result.epochs_run += 1
         if stopped_early:
+            stopped_by = EARLY_STOPPING
             log(f"early stop: no better validation loss for {cfg.patience} epochs")
             break
         if out_of_time or (cfg.max_minutes and time.monotonic() - t0 > cfg.max_minutes * 60):
+            stopped_by = TIME_BUDGET if out_of_time or epoch + 1 < cfg.epochs else EPOCHS_DONE
             log(f"time budget of {cfg.max_minutes:g} min reached" + (" within the epoch" if out_of_time else ""))
             break
+    result.stopped_by = stopped_by or EPOCHS_DONE
+    if not result.epochs_run and start_epoch == 0:
+        # No epoch finished (the bound was spent first): the checkpoint still holds this run's
+        # model (pretrained, where it has a pretraining) and says so, never an older run's.
+        _save(ckpt_path, model, opt, config, encoder, source, -1, history, best_loss, None, 0, False, pretrained)
     if best_state is not None:
         model.load_state_dict(best_state)
     result.history = history
     result.pretrain = pretrained
-    result.test = evaluate(model, test_b, encoder, device, classes, cp_unit, cfg.amp)
-    if preset.kind != "siamese":  # the majority class and material on the same test rows (pairs: their own)
-        result.test.update(baselines(cfg.dataset, classes, train_b.epoch(0), test_b.epoch(0), cp_unit))
-        if classes and "majority_class" in result.test:  # the leads, with their intervals (clustered by game)
-            games = _games(files["test"], test_b.rows, cfg.target)
-            majority = int(result.test["majority_class"])
-            result.test.update(baseline_leads(model, test_b, encoder, device, cfg.dataset, majority, cfg.amp, games))
-    else:
+    if preset.kind != "siamese":  # the majority class and material on the same test rows, in the same pass
+        games = _games(files["test"], test_b.rows, cfg.target) if classes else None
+        result.test = figures_on_test(model, test_b, train_b, encoder, device, cfg.dataset, cp_unit, cfg.amp, games)
+    else:  # pairs: their own baseline
         from training.deepchess import pair_baselines
 
+        result.test = evaluate(model, test_b, encoder, device, classes, cp_unit, cfg.amp)
         result.test.update(pair_baselines(train_b, test_b))
     result.positions_per_second = seen / train_seconds if train_seconds else 0.0
     return result
@@ -434,7 +448,11 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m training.train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add_arguments(ap, TrainConfig, choices=config_choices(TrainConfig))
-    r = train(from_namespace(TrainConfig, ap.parse_args(argv)))
+    try:
+        cfg = from_namespace(TrainConfig, ap.parse_args(argv))
+    except ValueError as e:  # a value TrainConfig.check refuses (max_minutes): one line, no traceback
+        ap.error(str(e))
+    r = train(cfg)
     test = r.test
     summary = (
         f"test accuracy {test['accuracy']:.4f} (majority class {test['majority_class_accuracy']:.4f}"

@@ -2,8 +2,8 @@
 
 Ingest every archive of the data folder (or those matching --archives), label every distinct
 position of them (depth 8, reproducible, by default), then the assets of `reproduction_job`
-one run each, upstream first: the datasets both ways, the models (both ways where a published
-test figure exists), the evaluation, and reports/reproduction.md.
+one run each, upstream first: the datasets both ways, the models (both ways where the published
+figures were measured on a split of their own data), the evaluation, and reports/reproduction.md.
 
 Resuming: killed at any point, the same command continues. An archive whose partition was
 ingested after its file last changed is not ingested again; labels label only the positions
@@ -15,6 +15,7 @@ runs again from its start (a training run starts a new run folder).
 """
 
 import argparse
+import math
 import sys
 import time
 from dataclasses import dataclass, fields
@@ -55,6 +56,10 @@ class ReproduceConfig:
     """At most this many epochs a model, below its profile's (0: the profile's); stated in the report."""
     max_train_rows: int = -1
     """At most this many train rows a model, below its profile's (0 or -1: the profile's); stated in the report."""
+    hours: float = 0.0
+    """Time budget of the whole command in hours (0: none): each model run trains at most an equal share of the
+    training time left (pipeline.budget: 3/4 of what ingest, labels and datasets leave), below its profile's
+    bound; the report says where each model's training stopped."""
     quick_eval: bool = False
     """The evaluation's quick settings (evaluate --quick: fewer suite positions at 1 ply, fewer openings, a
     small Lubeck grid)."""
@@ -99,16 +104,45 @@ def check_config(cfg: ReproduceConfig) -> None:
     for flag, value, least, note in problems:
         if value < least:
             raise SystemExit(f"chess-pipeline reproduce: {flag} must be {least} or more{note}, got {value}")
+    if not (math.isfinite(cfg.hours) and cfg.hours >= 0):
+        raise SystemExit(
+            f"chess-pipeline reproduce: --hours must be a number of hours, 0 or more (0: no budget), got {cfg.hours}"
+        )
 
 
-def settings_text(cfg: ReproduceConfig) -> str:
-    """The settings that decide what an asset holds: a change redoes the assets they touch."""
+STEP_KINDS = ("dataset", "model", "evaluation")
+"""What a reproduce step makes, which decides the settings it is kept under (settings_text)."""
+
+
+def settings_text(cfg: ReproduceConfig, kind: str) -> str:
+    """The settings that decide what a step of this kind (STEP_KINDS) holds: a change of them
+    redoes those steps, and what is downstream of them through their inputs' changes; a change of
+    another kind's settings keeps them (a new --hours retrains, and keeps the datasets)."""
     label = "static" if cfg.label_static else f"depth-{cfg.label_depth}"
-    suites = Path(cfg.suites).expanduser().resolve()
-    return (
-        f"profile={cfg.profile} labels={label} max_epochs={cfg.max_epochs} max_train_rows={cfg.max_train_rows} "
-        f"eval={'quick' if cfg.quick_eval else 'full'} openings={cfg.openings} suites={suites}"
-    )
+    if kind == "dataset":
+        return f"labels={label}"
+    if kind == "model":
+        return (
+            f"profile={cfg.profile} labels={label} max_epochs={cfg.max_epochs} max_train_rows={cfg.max_train_rows}"
+        ) + (f" hours={cfg.hours:g}" if cfg.hours else "")  # a budget changes what a model holds
+    if kind == "evaluation":
+        suites = Path(cfg.suites).expanduser().resolve()
+        return f"eval={'quick' if cfg.quick_eval else 'full'} openings={cfg.openings} suites={suites}"
+    raise ValueError(f"step kind must be one of {STEP_KINDS}, got {kind!r}")
+
+
+def step_kind(name: str) -> str:
+    """The kind (STEP_KINDS) of the reproduction job's step `name`."""
+    from assets.training import MODELS
+    from pipeline.datasets import DATASETS
+    from pipeline.reproduction import PUBLISHED_SPLIT
+
+    base = name.removeprefix(PUBLISHED_SPLIT)
+    if base in DATASETS:
+        return "dataset"
+    if base in MODELS or name == "model_results":
+        return "model"
+    return "evaluation"
 
 
 def bounds_text(cfg: ReproduceConfig) -> str:
@@ -118,29 +152,40 @@ def bounds_text(cfg: ReproduceConfig) -> str:
         parts.append(f"at most {cfg.max_epochs} epoch(s)")
     if cfg.max_train_rows > 0:
         parts.append(f"at most {cfg.max_train_rows:,} train rows")
+    if cfg.hours:
+        parts.append(f"a time budget of {cfg.hours:g} h (each model run's share: where its training stopped, below)")
     return "; ".join(parts) or "none"
 
 
-def train_run(cfg: ReproduceConfig, model: str):
+def train_run(cfg: ReproduceConfig, model: str, minutes: float = 0.0):
     """A model's TrainRunConfig: its profile's schedule (PROFILES and the model's own), with
-    --max-epochs and --max-train-rows as caps (the smaller of the two), never raising it."""
-    from assets.training import MODELS, PROFILES, TrainRunConfig
+    --max-epochs and --max-train-rows as caps (the smaller of the two), never raising it;
+    `minutes` (> 0): its share of the time budget, a cap on the profile's max_minutes likewise."""
+    from assets.training import TrainRunConfig
+    from training.catalog import schedule
 
-    p = {**PROFILES[cfg.profile], **MODELS[model].profiles.get(cfg.profile, {})}
+    p = schedule(model, cfg.profile)
     epochs = min(p["epochs"], cfg.max_epochs) if cfg.max_epochs > 0 else 0
     rows = -1
     if cfg.max_train_rows > 0:
         rows = min(p["max_train_rows"], cfg.max_train_rows) if p["max_train_rows"] > 0 else cfg.max_train_rows
-    return TrainRunConfig(profile=cfg.profile, device="auto", epochs=epochs, max_train_rows=rows)
+    limit = -1.0  # the profile's
+    if minutes > 0:
+        limit = min(p["max_minutes"], minutes) if p["max_minutes"] > 0 else minutes
+    return TrainRunConfig(profile=cfg.profile, device="auto", epochs=epochs, max_train_rows=rows, max_minutes=limit)
 
 
-def schedule_text(cfg: ReproduceConfig, model: str) -> str:
-    """A model's resolved schedule in words ('quick profile: at most 200,000 train rows, 4 epochs, 3 minutes')."""
+def schedule_text(cfg: ReproduceConfig, model: str, minutes: float = 0.0) -> str:
+    """A model's resolved schedule in words ('quick profile: at most 200,000 train rows, 4 epochs, 3 minutes');
+    `minutes`: its share of the time budget (train_run)."""
     from assets.training import train_config
 
-    t = train_config(model, train_run(cfg, model), "", "")
+    t = train_config(model, train_run(cfg, model, minutes), "", "")
     rows = f"at most {t.max_train_rows:,} train rows" if t.max_train_rows else "every train row"
     limit = f", {t.max_minutes:g} minutes" if t.max_minutes else ""
+    if minutes > 0:  # the run's share of --hours, or the profile's own bound where that is smaller
+        own = t.max_minutes == minutes
+        limit += " (its time budget share)" if own else f" (below its time budget share {minutes:g} min)"
     return f"{cfg.profile} profile: {rows}, at most {t.epochs} epoch(s){limit}"
 
 
@@ -279,6 +324,33 @@ def op_configs(cfg: ReproduceConfig, names: list[str], settings: dict[str, str],
     return ops
 
 
+def will_train(
+    instance: dg.DagsterInstance,
+    cfg: ReproduceConfig,
+    defs: dict[str, dg.AssetsDefinition],
+    names: list[str],
+    deps_of: dict[str, set[str]],
+) -> list[str]:
+    """The model runs of `names` (in order) that the step loop will train rather than keep: a step
+    runs when it is not up to date now, or when a step upstream of it in `names` runs (its input
+    then changes, so up_to_date no longer keeps it when its turn comes)."""
+    from assets.reproduce import REPORT
+
+    runs: set[str] = set()
+    for name in names:
+        if name == REPORT or deps_of[name] & runs:
+            runs.add(name)
+        elif not up_to_date(instance, defs[name], name, settings_text(cfg, step_kind(name))):
+            runs.add(name)
+    return [n for n in names if n in runs and step_kind(n) == "model" and n != "model_results"]
+
+
+def blocked_by(name: str, failed: dict[str, str], deps_of: dict[str, set[str]]) -> bool:
+    """Whether step `name` will be skipped because a step upstream of it (through the steps of
+    `deps_of`) has failed or been skipped, the others succeeding."""
+    return any(d in failed or (d in deps_of and blocked_by(d, failed, deps_of)) for d in deps_of[name])
+
+
 def run_steps(
     store: Store,
     instance: dg.DagsterInstance,
@@ -286,35 +358,56 @@ def run_steps(
     models: list[str],
     settings: dict,
     outcomes: dict[str, str] | None = None,
+    started: float | None = None,
 ) -> list[str]:
     """The job's assets one run each, upstream first, keeping what is up to date; the failures.
     `outcomes` (step -> done, kept, failed: why, skipped: why) gains each step's, and the report
-    is given them (with those of the steps before the job: ingest and labels)."""
+    is given them (with those of the steps before the job: ingest and labels). With --hours, each
+    model run gets its share of the time budget (pipeline.budget) counted from `started` (the
+    command's time.monotonic(); default: now), and the report the budget's figures."""
     from assets.reproduce import REPORT, ReportConfig, defined_assets, grid_extra, job_assets
+    from pipeline.budget import TimeBudget
+    from pipeline.reproduction import PUBLISHED_SPLIT
 
     outcomes = {} if outcomes is None else outcomes
     defs = defined_assets()
     names = job_assets(models, grid_extra(models, defs))
     ops = op_configs(cfg, names, settings, models)
-    fingerprint = settings_text(cfg)
     failed: dict[str, str] = {}
+    started = time.monotonic() if started is None else started
+    budget = TimeBudget(cfg.hours) if cfg.hours else None
+    schedules: dict[str, str] = {}  # model run -> its schedule with its share of the budget
+    deps_of = {n: {d.to_user_string() for d in defs[n].asset_deps.get(dg.AssetKey(n), set())} for n in names}
+    trains = set(will_train(instance, cfg, defs, names, deps_of)) if budget is not None else set()
     for i, name in enumerate(names, 1):
         asset = defs[name]
         head = f"[{i}/{len(names)}] {name}"
-        deps = {d.to_user_string() for d in asset.asset_deps.get(dg.AssetKey(name), set())}
-        blocked = sorted(deps & failed.keys())
+        blocked = sorted(deps_of[name] & failed.keys())
         if blocked and name != REPORT:
             failed[name] = f"skipped: {blocked[0]} failed"
             outcomes[name] = failed[name]
             print(f"{head}: skipped ({blocked[0]} failed)", flush=True)
             continue
+        fingerprint = settings_text(cfg, step_kind(name))
         kept = None if name == REPORT else up_to_date(instance, asset, name, fingerprint)
         if kept:
             outcomes[name] = "kept"
             print(f"{head}: kept (up to date, made {kept})", flush=True)
             continue
+        if budget is not None and name in trains:
+            base = name.removeprefix(PUBLISHED_SPLIT)
+            # The model runs still to come that will train: not kept, not skipped by a failure so far.
+            to_come = [n for n in names[i - 1 :] if n in trains and not blocked_by(n, failed, deps_of)]
+            minutes = budget.model_minutes(name, time.monotonic() - started, len(to_come))
+            ops[name] = train_run(cfg, base, minutes)
+            schedules[name] = schedule_text(cfg, base, minutes)
+            print(f"{head}: time budget share {minutes:g} min", flush=True)
         if name == REPORT:
-            ops[name] = ReportConfig(**{**ops[name].model_dump(), "outcomes": dict(outcomes)})
+            report = ops[name].model_dump()
+            report["schedules"] = {**report["schedules"], **schedules}
+            if budget is not None:
+                report["settings"] = {**report["settings"], "time budget": budget.text(time.monotonic() - started)}
+            ops[name] = ReportConfig(**{**report, "outcomes": dict(outcomes)})
         print(f"{head}: running ...", flush=True)
         start = time.monotonic()
         result = materialize(
@@ -326,6 +419,8 @@ def run_steps(
             tags={SETTINGS_TAG: fingerprint, "chess-pipeline/job": "reproduction_job"},
         )
         took = time.monotonic() - start
+        if budget is not None and name in budget.shares:
+            budget.finished(name, took)
         if result.success:
             outcomes[name] = "done"
             print(f"{head}: done in {took:.1f} s", flush=True)
@@ -343,6 +438,7 @@ def reproduce(store: Store, instance: dg.DagsterInstance, cfg: ReproduceConfig) 
     from assets.labels import LabelsConfig
     from assets.resources import StockfishResource
 
+    started = time.monotonic()  # the time budget (--hours) counts from here
     models = check_models(cfg.models)
     paths = select_archives(cfg)
     if not Path(cfg.suites).expanduser().is_dir():
@@ -371,8 +467,12 @@ def reproduce(store: Store, instance: dg.DagsterInstance, cfg: ReproduceConfig) 
         "suites": cfg.suites,
         "models": ", ".join(models),
     }
-    failures = run_steps(store, instance, cfg, models, settings, outcomes)
+    failures = run_steps(store, instance, cfg, models, settings, outcomes, started)
     duck.create_views(store)
+    if cfg.hours:
+        took = time.monotonic() - started
+        verdict = "within it" if took <= cfg.hours * 3600 else f"over it by {(took - cfg.hours * 3600) / 60:.1f} min"
+        print(f"time budget {cfg.hours:g} h: the command took {took / 60:.1f} min, {verdict}")
     return failures
 
 
@@ -412,6 +512,7 @@ def add_parser(sub) -> None:
     add_field_flag(s, ReproduceConfig, "label_static", "--label-static", action="store_true")
     add_field_flag(s, ReproduceConfig, "max_epochs", "--max-epochs", metavar="N")
     add_field_flag(s, ReproduceConfig, "max_train_rows", "--max-train-rows", metavar="N")
+    add_field_flag(s, ReproduceConfig, "hours", "--hours", metavar="H")
     add_field_flag(s, ReproduceConfig, "quick_eval", "--quick-eval", action="store_true", help=quick_eval_help())
     add_field_flag(
         s, ReproduceConfig, "openings", "--openings", metavar="N", help=openings_help() + " (default {default})"

@@ -20,6 +20,11 @@ def cmd_selfplay(args: argparse.Namespace) -> None:
         check = from_namespace(KRKCheck, args, flag_prefix=KRK_PREFIX) if args.krk else None
     except ValueError as e:
         raise SystemExit(f"chess-pipeline selfplay: {e}") from None
+    if not args.krk:  # the KRvK check's settings would be ignored
+        given = [f.name for f in dataclasses.fields(KRKCheck) if getattr(args, KRK_PREFIX + f.name) != f.default]
+        if given:
+            flags = ", ".join("--" + (KRK_PREFIX + n).replace("_", "-") for n in given)
+            raise SystemExit(f"chess-pipeline selfplay: {flags} {'needs' if len(given) == 1 else 'need'} --krk")
     if cfg.generations == 0 and not args.evaluate and not args.krk:
         raise SystemExit(
             "chess-pipeline selfplay: --generations 0 plays nothing: add --evaluate or --krk, or play 1 or more"

@@ -122,14 +122,44 @@ def test_each_models_schedule_is_its_own():
     assert bounds_text(quick) == "none"  # no hard-coded profile sizes in the run's bounds
 
 
-def test_a_change_of_suites_folder_changes_the_settings_fingerprint(tmp_path):
+def test_a_change_of_suites_folder_changes_the_evaluations_fingerprint_only(tmp_path):
     from assets.cli.reproduce import ReproduceConfig, settings_text
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     a, b = ReproduceConfig(suites=str(tmp_path / "a")), ReproduceConfig(suites=str(tmp_path / "b"))
-    assert settings_text(a) != settings_text(b)
-    assert settings_text(a) == settings_text(ReproduceConfig(suites=str(tmp_path / "b" / ".." / "a")))
+    assert settings_text(a, "evaluation") != settings_text(b, "evaluation")
+    assert settings_text(a, "evaluation") == settings_text(
+        ReproduceConfig(suites=str(tmp_path / "b" / ".." / "a")), "evaluation"
+    )
+    for kind in ("dataset", "model"):  # the datasets and the models are kept
+        assert settings_text(a, kind) == settings_text(b, kind)
+
+
+def test_each_step_is_kept_under_its_own_settings():
+    """A new time budget or epoch cap retrains and keeps the datasets and the evaluation settings;
+    new labels redo the datasets (and, through their inputs, what is downstream)."""
+    from assets.cli.reproduce import ReproduceConfig, settings_text, step_kind
+    from assets.reproduce import job_assets
+    from pipeline.datasets import DATASETS
+
+    base = ReproduceConfig(profile="full")
+    for other in (ReproduceConfig(profile="full", hours=8.0), ReproduceConfig(profile="full", max_epochs=3)):
+        assert settings_text(base, "model") != settings_text(other, "model")
+        assert settings_text(base, "dataset") == settings_text(other, "dataset")
+        assert settings_text(base, "evaluation") == settings_text(other, "evaluation")
+    static = ReproduceConfig(profile="full", label_static=True)
+    assert settings_text(base, "dataset") != settings_text(static, "dataset")
+    names = job_assets()
+    kinds = {n: step_kind(n) for n in names}
+    datasets = [n for n, k in kinds.items() if k == "dataset"]
+    assert datasets and all(n.removeprefix("published_split_") in DATASETS for n in datasets)
+    assert {"mlp_bitmap_3class", "published_split_deepchess_net", "model_results"} <= {
+        n for n, k in kinds.items() if k == "model"
+    }
+    assert kinds["eval_suites_mlp_bitmap_3class"] == kinds["elo_ratings"] == "evaluation"
+    with pytest.raises(ValueError, match="step kind must be one of"):
+        settings_text(base, "report")
 
 
 def test_quick_eval_plays_a_small_lubeck_grid():
@@ -165,9 +195,7 @@ def test_model_and_selfplay_anchors_are_formatted_from_the_published_dicts():
     import assets.selfplay
     import assets.training
     from assets.training import MODELS
-    from pipeline.published import HUI_RANDOM_PEAK, deepchess_anchor, piece_value_anchor
-    from training.deepchess import PUBLISHED as DEEPCHESS
-    from training.piece_values import PUBLISHED as TEAM44
+    from pipeline.published import DEEPCHESS, HUI_RANDOM_PEAK, TEAM44, deepchess_anchor, piece_value_anchor
 
     assert MODELS["piece_value_net"].anchor == piece_value_anchor(TEAM44)
     assert f"knight {TEAM44['knight']:.2f}" in MODELS["piece_value_net"].anchor
@@ -179,3 +207,38 @@ def test_model_and_selfplay_anchors_are_formatted_from_the_published_dicts():
     for module, figures in ((assets.training, ("2.94", "9.87", "96.68", "96.74")), (assets.selfplay, ("79.8", "84%"))):
         source = Path(module.__file__).read_text()
         assert not [f for f in figures if f in source], module.__name__
+    # Nor DeepChess's buckets outside pipeline/published.py (read as text: no torch imported).
+    root = Path(assets.training.__file__).resolve().parents[1]
+    for path in ("training/deepchess.py", "assets/deepchess.py", "assets/reproduce.py"):
+        source = (root / path).read_text()
+        assert not [f for f in ("0.6937", "108_780", "0.9585", "112_406") if f in source], path
+
+
+def test_deepchess_and_team44_figures_have_ours_on_both_protocols_beside_them():
+    from pipeline.published import DEEPCHESS, DEEPCHESS_BUCKETS, PAIRS_ON_PUBLISHED_SPLIT, SPLIT_MODELS, TEAM44
+
+    dc = {f.measure: f for f in deepchess_figures(DEEPCHESS, DEEPCHESS_BUCKETS)}
+    val, bucket = dc["pair accuracy, validation"], dc["Experiment 1, bucket A_even_even"]
+    points, ranking = dc["STS points, 1-ply round robin"], dc["STS solution ranking"]
+    knight = piece_value_figures(TEAM44)[0]
+    assert {"deepchess_net", "piece_value_net"} <= set(SPLIT_MODELS)
+    split = on_published_split
+    ours = {
+        (split("deepchess_net"), "model_metrics", "val", "accuracy"): Ours(0.81, 3597),
+        ("deepchess_net", "model_metrics", "val", "accuracy"): Ours(0.73, 3841),
+        (split("deepchess_net"), "evaluation_results", "deepchess_pairs", "A_even_even"): Ours(0.66, 120),
+        ("deepchess_net", "evaluation_results", "deepchess_pairs", "A_even_even"): Ours(0.61, 110),
+        (split("deepchess_net"), "evaluation_results", "STS1-STS15_LAN_v3", "points_1ply"): Ours(900, 1500),
+        ("deepchess_net", "evaluation_results", "STS1-STS15_LAN_v3", "points_1ply"): Ours(800, 1500),
+        (split("piece_value_net"), "evaluation_results", "piece_values", "value_knight"): Ours(3.1, 4000),
+        ("piece_value_net", "evaluation_results", "piece_values", "value_knight"): Ours(2.8, 4000),
+    }
+    figures = [val, bucket, points, ranking, knight]
+    text = render(ReportInputs(figures, ours, {}, [], {}))
+    rows = _rows(text)
+    assert rows[0][6:10] == ["81.00%", "3,597", "73.00%", "3,841"]
+    assert rows[1][6:10] == ["66.00%", "120", "61.00%", "110"]
+    assert rows[2][6:8] == ["-", "-"] and rows[2][8] == "800"  # STS points: the leakage-free model's only
+    assert rows[3][6] == "not measured"  # measured on both protocols, none stored here
+    assert rows[4][3] == "2.94" and rows[4][6:10] == ["3.1", "4,000", "2.8", "4,000"]
+    assert PAIRS_ON_PUBLISHED_SPLIT in text and "a game can have positions on both sides" in text

@@ -10,6 +10,7 @@ import torch
 from pipeline.datasets import SPLITS, SplitConfig, build_dataset, dataset_dir
 from pipeline.store import Store
 from tests.stores import add_pgn, first_games
+from tests.training.conftest import QUIET
 from training.autoencoder import PretrainConfig, StackedEncoder, encoded_inputs, pretrain_stack, reconstruction_loss
 from training.data import LoaderConfig
 from training.deepchess import (
@@ -29,16 +30,7 @@ from training.models import PRESETS, build_model
 from training.train import TrainConfig, load_model, train
 
 ENC = get_encoder("bitmap773")
-QUIET = lambda s: None  # noqa: E731
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: on a shared 2-core machine more threads only wait for each other."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/training/conftest.py
 
 
 @pytest.fixture(scope="module")

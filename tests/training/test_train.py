@@ -9,6 +9,7 @@ import torch
 
 from pipeline.datasets import SplitConfig, build_dataset, dataset_dir
 from tests.stores import first_games, labelled_store
+from training.checkpoints import evaluate
 from training.data import LoaderConfig, ParquetBatches
 from training.encoders import get_encoder
 from training.models import PRESETS, build_model
@@ -226,12 +227,12 @@ def test_leads_say_when_no_game_grouping_applies(store):
     batches = ParquetBatches(path, LoaderConfig(batch_size=16, shuffle=False))
     encoder = get_encoder("bitmap768")
     games = pq.read_table(path, columns=["game_id"]).column(0).to_numpy()
-    grouped = baseline_leads(_SaysDraw(), batches, encoder, torch.device("cpu"), "sabatelli_3class", 1, False, games)
+    rows: dict = {}
+    evaluate(_SaysDraw(), batches, encoder, torch.device("cpu"), 3, 0.0, False, rows)
+    grouped = baseline_leads(rows, "sabatelli_3class", 1, games)
     assert grouped["lead_clusters"] == len(set(games.tolist())) > 1
-    per_row = baseline_leads(_SaysDraw(), batches, encoder, torch.device("cpu"), "sabatelli_3class", 1, False, None)
-    mismatched = baseline_leads(
-        _SaysDraw(), batches, encoder, torch.device("cpu"), "sabatelli_3class", 1, False, games[:-1]
-    )
+    per_row = baseline_leads(rows, "sabatelli_3class", 1, None)
+    mismatched = baseline_leads(rows, "sabatelli_3class", 1, games[:-1])
     assert per_row["lead_clusters"] == mismatched["lead_clusters"] == 0
     assert mismatched["material_lead_ci95"] == per_row["material_lead_ci95"] != grouped["material_lead_ci95"]
     assert per_row["majority_lead"] == 0.0  # it is the majority class (draw) itself

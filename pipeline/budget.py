@@ -1,0 +1,97 @@
+"""A night's time budget for `chess-pipeline reproduce --hours H`: each model run's share of it.
+
+The rule (simple enough to check by hand in the report):
+
+1. The budget is H hours from the command's start. Ingest, labels and the datasets run first and
+   are not cut; their measured time is taken off the budget.
+2. Of what is left when the first model starts, TRAIN_SHARE (three quarters) is training time;
+   the rest is kept for the evaluation and the report, which are not cut either (the report
+   states the whole run's time against the budget).
+3. Each model run, as it starts, gets an equal part of the training time still left: that time
+   divided by the model runs still to come that will train (not kept as up to date, not skipped
+   after an upstream failure), itself included, less the mean time the finished
+   runs took beyond their shares (loading the splits, the final test pass, Dagster's own run:
+   outside a training's bound, but inside the budget). Were every run to use its whole share,
+   that is an even split of the training time; a run that stops early leaves its time to the
+   runs after it.
+4. A share below MIN_MINUTES is raised to it (a model needs some steps to be a model); the
+   budget is then overrun, and the report says by how much.
+
+A run's share is its training's `max_minutes` (training.train.TrainConfig: pretraining gets at
+most half of it, PRETRAIN_SHARE), or the profile's own bound where that is smaller; training
+stops there and the run's metadata and the report say so. Nothing here knows Dagster or torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+TRAIN_SHARE = 0.75
+"""The share of the budget left after ingest, labels and datasets that the model runs train in."""
+MIN_MINUTES = 1.0
+"""The least a model run is given, budget or not (the report then states the overrun)."""
+
+
+@dataclass
+class TimeBudget:
+    hours: float
+    """The whole command's budget in hours (> 0)."""
+    train_share: float = TRAIN_SHARE
+    """The share of what is left when training starts that the model runs get."""
+    training_from: float | None = None
+    """Seconds since the command's start when the first model run started (None: not yet)."""
+    training_seconds: float = 0.0
+    """The model runs' time, fixed when the first one starts."""
+    shares: dict[str, float] = field(default_factory=dict)
+    """model run -> the minutes it was given."""
+    overheads: list[float] = field(default_factory=list)
+    """Seconds each finished run took beyond its share (finished)."""
+
+    def __post_init__(self):
+        if not (math.isfinite(self.hours) and self.hours > 0):
+            raise ValueError(f"a time budget needs a positive number of hours, got {self.hours}")
+        if not 0 < self.train_share <= 1:
+            raise ValueError(f"the training share must be in (0, 1], got {self.train_share}")
+
+    @property
+    def seconds(self) -> float:
+        return self.hours * 3600
+
+    def model_minutes(self, run: str, elapsed: float, runs_left: int) -> float:
+        """The minutes model run `run` may train, starting `elapsed` seconds after the command
+        started, with `runs_left` model runs still to come (itself included)."""
+        if self.training_from is None:
+            self.training_from = elapsed
+            self.training_seconds = max(self.seconds - elapsed, 0.0) * self.train_share
+        left = self.training_seconds - (elapsed - self.training_from)
+        overhead = sum(self.overheads) / len(self.overheads) if self.overheads else 0.0
+        minutes = max((left / max(runs_left, 1) - overhead) / 60, MIN_MINUTES)
+        self.shares[run] = round(minutes, 2)
+        return self.shares[run]
+
+    def finished(self, run: str, seconds: float) -> None:
+        """Model run `run` took `seconds` in all: what it took beyond its share is expected of the
+        runs after it too."""
+        self.overheads.append(max(seconds - self.shares[run] * 60, 0.0))
+
+    def text(self, elapsed: float | None = None) -> str:
+        """The budget, the rule and (with `elapsed`, seconds since the start) where the run stands."""
+        out = (
+            f"{self.hours:g} h for the whole command; each model run trains at most an equal part of the "
+            f"training time still left when it starts ({self.train_share:.0%} of the budget left after ingest, "
+            f"labels and datasets, less the mean time a finished run took beyond its share; at least "
+            f"{MIN_MINUTES:g} min a run); ingest, labels, datasets and the evaluation are not cut"
+        )
+        if self.training_from is not None:
+            out += (
+                f"; training started {self.training_from / 60:.1f} min in, with {self.training_seconds / 60:.1f} min "
+                f"for {len(self.shares)} model run(s)"
+            )
+            if self.overheads:
+                out += f" (each took {sum(self.overheads) / len(self.overheads):.0f} s beyond its share on average)"
+        if elapsed is not None:
+            over = elapsed - self.seconds
+            verdict = f"over the budget by {over / 60:.1f} min" if over > 0 else "within the budget"
+            out += f"; {elapsed / 60:.1f} min when the report was written: {verdict}"
+        return out

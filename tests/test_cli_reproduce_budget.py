@@ -1,0 +1,120 @@
+"""`chess-pipeline reproduce --hours`: each model run's share of the budget reaches its training
+config, and the report is given the budget; the job's steps run through a recording stand-in for
+`materialize` on a clock the test moves (no training: what each run is configured with is the
+point), the real definitions, op configs and TrainConfig derivation."""
+
+import time
+from types import SimpleNamespace
+
+import dagster as dg
+import pytest
+
+import assets.cli.reproduce as rp
+from assets.training import MODELS, train_config
+from pipeline.budget import TRAIN_SHARE
+from pipeline.reproduction import PUBLISHED_SPLIT
+from pipeline.store import Store
+
+MODEL_SECONDS = 600.0
+"""How long each model run takes on the test's clock (more than its share: the rest comes off the next shares)."""
+BEFORE_TRAINING = 600.0
+"""Ingest, labels and datasets, on the test's clock."""
+
+
+def test_each_model_run_gets_its_share_and_the_report_gets_the_budget(tmp_path, monkeypatch):
+    clock = [BEFORE_TRAINING]
+    calls: list[tuple[str, object]] = []
+
+    def recording_materialize(assets, store, instance, *, selection, ops=None, tags=None, **kw):
+        (name,) = selection
+        calls.append((name, (ops or {}).get(name)))
+        if name.removeprefix(PUBLISHED_SPLIT) in MODELS:
+            clock[0] += MODEL_SECONDS
+        return SimpleNamespace(success=True)
+
+    monkeypatch.setattr(rp, "materialize", recording_materialize)
+    monkeypatch.setattr(rp, "time", SimpleNamespace(monotonic=lambda: clock[0], strftime=time.strftime,
+                                                    gmtime=time.gmtime))  # fmt: skip
+    cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), profile="full", hours=1.0,
+                             models=("mlp_bitmap_3class", "lubeck_wdl_mlp"))  # fmt: skip
+    models = list(cfg.models)
+    with dg.DagsterInstance.ephemeral() as instance:
+        failures = rp.run_steps(Store(tmp_path / "store"), instance, cfg, models, {"profile": "full"}, {}, started=0.0)
+    assert failures == []
+    runs = [(name, op) for name, op in calls if name.removeprefix(PUBLISHED_SPLIT) in MODELS]
+    assert {n for n, _ in runs} == {*models, *(PUBLISHED_SPLIT + m for m in models)}  # both protocols each
+    pool = (3600 - BEFORE_TRAINING) * TRAIN_SHARE  # the rule: 3/4 of what is left when training starts
+    beyond: list[float] = []  # what each finished run took beyond its share
+    for k, (name, op) in enumerate(runs):
+        # What is left, over the runs still to come, less the mean time a finished run took beyond its share.
+        share = (pool - k * MODEL_SECONDS) / (len(runs) - k) - (sum(beyond) / len(beyond) if beyond else 0)
+        assert op.max_minutes == pytest.approx(share / 60, abs=0.01), name
+        beyond.append(MODEL_SECONDS - op.max_minutes * 60)
+        t = train_config(name.removeprefix(PUBLISHED_SPLIT), op, "", "")  # the run's TrainConfig
+        assert t.max_minutes == op.max_minutes and t.epochs == 50  # the full profile's epochs, not cut
+    (report,) = [op for name, op in calls if name == "reproduction_report"]
+    elapsed = BEFORE_TRAINING + len(runs) * MODEL_SECONDS
+    assert "1 h for the whole command" in report.settings["time budget"]
+    assert f"{elapsed / 60:.1f} min when the report was written: within the budget" in report.settings["time budget"]
+    for name, op in runs:
+        assert f"{op.max_minutes:g} minutes (its time budget share)" in report.schedules[name]
+
+
+def test_a_share_never_raises_a_profiles_own_bound():
+    cfg = rp.ReproduceConfig(profile="quick", hours=8.0)
+    quick = rp.train_run(cfg, "mlp_bitmap_3class", minutes=30.0)
+    assert train_config("mlp_bitmap_3class", quick, "", "").max_minutes == 3.0  # the quick profile's 3 minutes
+    assert train_config("mlp_bitmap_3class", rp.train_run(cfg, "mlp_bitmap_3class", 2.0), "", "").max_minutes == 2.0
+    assert rp.train_run(cfg, "mlp_bitmap_3class").max_minutes == -1  # no budget: the profile's
+    assert "3 minutes (below its time budget share 30 min)" in rp.schedule_text(cfg, "mlp_bitmap_3class", 30.0)
+
+
+@pytest.mark.parametrize("hours", ["-1", "nan", "inf"])
+def test_a_bad_budget_is_refused_in_one_line(hours, tmp_path, capsys):
+    from assets.cli.app import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--home", str(tmp_path / "store"), "reproduce", "--hours", hours])
+    assert "--hours must be a number of hours, 0 or more (0: no budget)" in str(e.value)
+    assert not (tmp_path / "store").exists()
+
+
+def test_runs_that_will_not_train_take_no_share(tmp_path, monkeypatch):
+    """A model run kept from an earlier command (up to date) or skipped (its dataset failed) is not
+    one of the runs the training time is split between: the pool is split over those that train."""
+    clock = [BEFORE_TRAINING]
+    calls: list[tuple[str, object]] = []
+    models = ["mlp_bitmap_3class", "lubeck_wdl_mlp"]
+    kept = "mlp_bitmap_3class"  # kept: up to date, like every dataset and evaluation
+    broken = PUBLISHED_SPLIT + MODELS["lubeck_wdl_mlp"].dataset  # fails: its model run is skipped
+
+    def recording_materialize(assets, store, instance, *, selection, ops=None, tags=None, **kw):
+        (name,) = selection
+        calls.append((name, (ops or {}).get(name)))
+        if name.removeprefix(PUBLISHED_SPLIT) in MODELS:
+            clock[0] += MODEL_SECONDS
+        if name == broken:
+            return SimpleNamespace(success=False)
+        return SimpleNamespace(success=True)
+
+    def keep(instance, asset, name, settings):
+        trains = rp.step_kind(name) == "model" and name != "model_results"
+        return None if (trains and name != kept) or name == broken else "2026-11-26 00:00:00 UTC"
+
+    monkeypatch.setattr(rp, "materialize", recording_materialize)
+    monkeypatch.setattr(rp, "failure_message", lambda result: "broken on purpose")
+    monkeypatch.setattr(rp, "up_to_date", keep)
+    monkeypatch.setattr(rp, "time", SimpleNamespace(monotonic=lambda: clock[0], strftime=time.strftime,
+                                                    gmtime=time.gmtime))  # fmt: skip
+    cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), profile="full", hours=1.0, models=tuple(models))
+    outcomes: dict[str, str] = {}
+    with dg.DagsterInstance.ephemeral() as instance:
+        rp.run_steps(Store(tmp_path / "store"), instance, cfg, models, {"profile": "full"}, outcomes, started=0.0)
+    assert outcomes[kept] == "kept" and outcomes[PUBLISHED_SPLIT + "lubeck_wdl_mlp"].startswith("skipped")
+    runs = [(name, op) for name, op in calls if name.removeprefix(PUBLISHED_SPLIT) in MODELS]
+    assert [n for n, _ in runs] == ["lubeck_wdl_mlp", PUBLISHED_SPLIT + kept]  # the two that train
+    pool = (3600 - BEFORE_TRAINING) * TRAIN_SHARE
+    first = runs[0][1].max_minutes
+    assert first == pytest.approx(pool / 2 / 60, abs=0.01)  # half the pool: two runs train, not four
+    second = (pool - MODEL_SECONDS) / 1 - max(MODEL_SECONDS - first * 60, 0)  # what is left, less any overrun
+    assert runs[1][1].max_minutes == pytest.approx(second / 60, abs=0.01)
