@@ -127,10 +127,12 @@ def evaluate(
                 p = out.squeeze(1)
                 loss_sum += nn.functional.mse_loss(p, y, reduction="sum").item()
                 abs_sum += (p - y).abs().sum().item()
-            if per_row is not None:
-                kept["target"].append(y.cpu().numpy())
-                kept["prediction"].append((pred if classes else p).cpu().numpy())
-                kept["material"].append(material(batch).cpu().numpy())
+            if per_row is not None:  # float32: numpy takes no bfloat16 (what autocast on CUDA gives)
+                with torch.autocast(device.type, enabled=False):
+                    mat = material(batch).float()  # exact pawns, never in bfloat16
+                kept["target"].append(y.float().cpu().numpy())
+                kept["prediction"].append((pred if classes else p.float()).cpu().numpy())
+                kept["material"].append(mat.cpu().numpy())
             total += len(y)
     if per_row is not None:
         per_row.update({k: np.concatenate(v) if v else np.zeros(0, np.float32) for k, v in kept.items()})

@@ -229,3 +229,17 @@ def test_a_model_assets_run_config_takes_only_the_profiles_bound_or_a_bound_of_i
     # -1 takes the profile's (quick: 3 minutes), 0 no bound, a positive number itself.
     for given, got in ((-1.0, 3.0), (0.0, 0.0), (0.5, 0.5)):
         assert train_config("mlp_bitmap_3class", TrainRunConfig(max_minutes=given), "", "").max_minutes == got
+
+
+def test_the_one_pass_figures_survive_bfloat16_autocast(store, monkeypatch):
+    """On CUDA the evaluation runs under bfloat16 autocast (amp); the per-row figures must still
+    come out (numpy takes no bfloat16: a full-scale run on an H200 failed there after training).
+    CPU autocast in bfloat16 stands in for CUDA's here, and the figures match the float32 pass."""
+    from training import checkpoints
+
+    cfg = dict(store=str(store.root), dataset="sabatelli_3class", model="mlp3", encoder="bitmap768", epochs=1)
+    exact = train(TrainConfig(out=str(store.root / "m32"), device="cpu", **cfg), log=QUIET).test
+    monkeypatch.setattr(checkpoints, "autocast", lambda device, amp: torch.autocast("cpu", dtype=torch.bfloat16))
+    half = train(TrainConfig(out=str(store.root / "m16"), device="cpu", **cfg), log=QUIET).test
+    assert half["material_baseline_accuracy"] == exact["material_baseline_accuracy"]  # material exact in either
+    assert half["rows"] == exact["rows"] and "material_lead" in half and "majority_lead" in half
