@@ -214,6 +214,7 @@ def td_krk(context: dg.AssetExecutionContext, config: KRKCheckConfig, store: Sto
         depth=k.depth,
         games=k.games,
         lr=k.lr,
+        clock_ends=k.clock_ends,
         seed=k.seed,
         workers=k.workers,
         random_plies=0,
@@ -236,6 +237,7 @@ def td_krk(context: dg.AssetExecutionContext, config: KRKCheckConfig, store: Sto
             "criterion": f"a mate within {k.mate_plies} plies, {k.check_depth}-ply search, "
             f"against a {k.defender_depth}-ply defender (the traditional evaluation)",
             "generations_to_mate": out["generations"] if out["generations"] is not None else -1,
+            "clock_ends": k.clock_ends,
             "generations": dg.MetadataValue.md(krk_curve_md(out["curve"])),
             "curve": dg.MetadataValue.json(out["curve"]),
         }

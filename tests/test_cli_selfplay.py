@@ -32,6 +32,11 @@ def test_selfplay_writes_generations_and_ingests_their_games(home, capsys):
         (["--model", "cnn"], "invalid choice: 'cnn' (choose from 'linear', 'network')"),
         (["--name", "../up"], "name '../up': use letters, digits"),
         (["--depth", "0"], "depth must be at least 1"),
+        (["--clock-ends", "drawn"], "invalid choice: 'drawn' (choose from 'draw', 'unfinished')"),
+        (
+            ["--generations", "0", "--krk", "--krk-clock-ends", "x"],
+            "invalid choice: 'x' (choose from 'draw', 'unfinished')",
+        ),
     ],
 )
 def test_bad_selfplay_settings_are_one_line(home, capsys, flags, expected):

@@ -69,6 +69,7 @@ def test_krk_check_records_its_curve(tmp_path, instance):
     meta = r.asset_materializations_for_node("td_krk")[0].metadata
     curve = meta["curve"].value
     assert [c["generation"] for c in curve][0] == 0 and meta["generations_to_mate"].value in (-1, 0, 1)
+    assert meta["clock_ends"].value == "unfinished"  # a fifty-move end teaches no draw (KRKCheck.clock_ends)
     assert all(c["moves"].startswith("1. ") for c in curve)  # the check's game from the position
     for c in curve[1:]:  # a generation played: its self-play games and the share that ended in mate
         assert sum(c["results"].values()) == 2 and c["mate_rate"] == c["results"].get("1-0", 0) / 2

@@ -291,6 +291,52 @@ def test_selfplay_claims_the_fifty_move_rule_where_the_search_has_no_move():
     assert td._selfplay_end(chess.Board("KR6/3k4/8/8/8/8/8/8 w - - 99 51")) is None
 
 
+def test_a_game_the_fifty_move_rule_ends_is_unfinished_where_clock_ends_says_so():
+    """A KRvK game of three positions that the fifty-move rule ended (1/2-1/2). As a draw its
+    last target is 0; with clock_ends 'unfinished' it has none, exactly as a game stopped at the
+    cap ('*'): the last position keeps its value. A mate and a draw by insufficient material stay
+    results. The KRvK check learns so; a standard line keeps the draw unless told."""
+    x = feats(
+        "8/7k/8/5K2/8/8/8/4R3 w - - 97 60", "8/8/6k1/5K2/8/8/8/4R3 w - - 98 60", "8/8/6k1/8/5K2/8/8/4R3 b - - 99 60"
+    )
+    model = LinearValue(np.repeat(np.array(td.MATERIAL_PAWNS) * 0.1, 64) + np.linspace(-0.05, 0.05, FEATURES))
+    j = model.value(x)
+    assert len(set(np.round(j, 6))) == 3 and abs(j[-1]) > 0.3  # distinct values, far from the draw's 0
+    fifty = GameRecord("", "1/2-1/2", 100, 0, 0.0, x.astype(np.int8), x.astype(np.int8), np.full(3, np.nan))
+    fifty.termination = "fifty-move rule (claimed)"
+    capped = GameRecord("", "*", 160, 0, 0.0, x.astype(np.int8), x.astype(np.int8), np.full(3, np.nan))
+    as_draw, d_draw = td.td_update(model, fifty, "td_lambda", lam=0.7, lr=0.01)
+    unfinished, d_open = td.td_update(model, fifty, "td_lambda", lam=0.7, lr=0.01, clock_ends="unfinished")
+    cap, _ = td.td_update(model, capped, "td_lambda", lam=0.7, lr=0.01)
+    assert d_draw[-1] == pytest.approx(0.0 - j[-1]) and len(d_open) == 2  # no difference against a result
+    assert unfinished == pytest.approx(cap, abs=1e-15) and not np.allclose(unfinished, as_draw)
+    for result, termination, value in [("1-0", "checkmate", 1.0), ("1/2-1/2", "insufficient material", 0.0)]:
+        r = GameRecord("", result, 9, 0, 0.0, x.astype(np.int8), x.astype(np.int8), np.full(3, np.nan), termination)
+        assert td.td_final(r, "unfinished") == value
+    assert td.KRKCheck().clock_ends == "unfinished" and TDConfig().clock_ends == "draw"
+
+
+def test_selfplay_records_the_fifty_move_end_and_the_generation_learns_it_as_unfinished(monkeypatch):
+    """Self-play from a KRvK position 4 half-moves before the fifty moves: the game ends by the
+    claimed rule, its record says so, and the generation's update is the unfinished game's (the
+    game as '*') under clock_ends 'unfinished', the draw's under 'draw'."""
+    monkeypatch.setattr(td, "start_position", lambda cfg, rng: chess.Board("KR6/3k4/8/8/8/8/8/8 w - - 96 51"))
+    base = dict(start="krk", depth=1, games=1, random_plies=0, curve_games=0, workers=1)
+    params = td.initial_params(TDConfig(**base))
+    record = td.play_selfplay_game(params, TDConfig(**base), 1, 0)
+    assert (record.result, record.termination, record.plies) == ("1/2-1/2", "fifty-move rule (claimed)", 104)
+    assert '[Termination "fifty-move rule (claimed)"]' in record.pgn
+    model = LinearValue(params.copy())
+    as_draw, _ = td.td_update(model, record, "td_leaf", 0.7, 0.01)
+    record.result = "*"
+    as_cap, _ = td.td_update(model, record, "td_leaf", 0.7, 0.01)
+    assert not np.allclose(as_draw, as_cap)
+    with td.GamePool(1) as pool:
+        for clock_ends, delta in [("unfinished", as_cap), ("draw", as_draw)]:
+            gen = td.run_generation(pool, params, TDConfig(**base, clock_ends=clock_ends), 1)
+            assert gen.params == pytest.approx(params + delta, abs=1e-12)
+
+
 def test_learning_curve_chart_fits_and_shows_both_series():
     from pipeline import plots
 
