@@ -24,10 +24,9 @@ from assets.datasets import CONFIGS, _results
 from assets.datasets import GROUP as DATASETS_GROUP
 from assets.evaluation import GROUP as EVAL_GROUP
 from assets.evaluation import HEAD_TO_HEAD_MODELS, report_dir
-from assets.metadata import png_md
 from assets.resources import StoreResource
 from assets.training import GROUP as MODELS_GROUP
-from assets.training import MODELS, TrainRunConfig, model_extras, train_config
+from assets.training import MODELS, TrainRunConfig, train_and_record
 from pipeline import published, storage
 from pipeline.datasets import DATASETS, build_dataset
 from pipeline.published import DEEPCHESS_MODEL
@@ -94,8 +93,6 @@ def split_dataset_asset(name: str) -> dg.AssetsDefinition:
 
 def split_model_asset(name: str) -> dg.AssetsDefinition:
     from pipeline.datasets import dataset_problem
-    from pipeline.evaluation import write_model_metrics
-    from pipeline.plots import confusion_png, learning_curves_png
 
     m = MODELS[name]
     key = on_published_split(name)
@@ -113,37 +110,16 @@ def split_model_asset(name: str) -> dg.AssetsDefinition:
         problem = dataset_problem(split_store, m.dataset)
         if problem:
             raise ValueError(f"{key}: {problem.replace('chess-pipeline datasets', 'chess-pipeline reproduce')}")
-        out = st.root / "models" / key / context.run.run_id
-        cfg = train_config(name, config, str(split_store.root), str(out))
-        start = time.monotonic()
-        from training.train import train  # the run's imports: not when the definitions load
-
-        result = train(cfg, log=context.log.info)
-        extra_meta, extra_rows = model_extras(name, cfg, result)  # DeepChess: its baseline, train pairs, protocol
-        rows = result.metric_rows() + extra_rows
-        write_model_metrics(st, key, on_published_split(m.dataset), context.run.run_id, rows)
-        test = result.test
-        meta = {
-            "checkpoint": dg.MetadataValue.path(str(result.checkpoint)),
-            "dataset": on_published_split(m.dataset),
-            "profile": config.profile,
-            "device": result.device,
-            "epochs": len(result.history),
-            "seconds": round(time.monotonic() - start, 1),
-            "rows_train": result.rows["train"],
-            "rows_test": result.rows["test"],
-            "published": published.anchor(name) or m.anchor,
-        }
-        if "accuracy" in test:
-            meta["test_accuracy"] = round(test["accuracy"], 4)
-            meta["confusion_matrix"] = png_md(confusion_png(test["confusion"], f"{key}: test"), "confusion matrix")
-        else:
-            meta["test_mse"] = round(test.get("mse", float("nan")), 6)
-        if result.history:
-            meta["learning_curves"] = png_md(learning_curves_png(result.history, key), "learning curves")
-        meta.update(result.stop_metadata())  # the epochs asked, the time bound, where and why it stopped
-        meta.update(extra_meta)
-        return dg.MaterializeResult(metadata=meta)
+        return train_and_record(
+            context,
+            config,
+            st,
+            name,
+            key,
+            split_store,
+            on_published_split(m.dataset),
+            published.anchor(name) or m.anchor,
+        )
 
     return _model
 

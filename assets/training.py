@@ -83,6 +83,73 @@ def model_extras(name: str, cfg: TrainConfig, result) -> tuple[dict, list[tuple[
     return {}, []
 
 
+def train_and_record(
+    context: dg.AssetExecutionContext,
+    config: TrainRunConfig,
+    st,
+    name: str,
+    key: str,
+    train_store,
+    dataset: str,
+    published: str,
+) -> dg.MaterializeResult:
+    """Train catalog model `name` on `train_store`'s datasets as asset `key` (the model asset,
+    or its published-split copy), its figures into `st`'s model_metrics under (key, dataset),
+    and the asset's metadata: the schedule, the test figures beside the baselines, the charts."""
+    m = MODELS[name]
+    out = st.root / "models" / key / context.run.run_id
+    cfg = train_config(name, config, str(train_store.root), str(out))
+    start = time.monotonic()
+    from training.train import train  # the run's imports: not when the definitions load
+
+    result = train(cfg, log=context.log.info)
+    extra_meta, extra_rows = model_extras(name, cfg, result)
+    write_model_metrics(st, key, dataset, context.run.run_id, result.metric_rows() + extra_rows)
+    test = result.test
+    meta = {
+        "checkpoint": dg.MetadataValue.path(str(result.checkpoint)),
+        "dataset": dataset,
+        "model": m.model,
+        "encoder": m.encoder,
+        "profile": config.profile,
+        "device": result.device,
+        "epochs": len(result.history),
+        "seconds": round(time.monotonic() - start, 1),
+        "train_positions_per_second": round(result.positions_per_second),
+        "rows_train": result.rows["train"],
+        "rows_val": result.rows["val"],
+        "rows_test": result.rows["test"],
+        "published": published,
+    }
+    if "accuracy" in test:
+        meta["test_accuracy"] = round(test["accuracy"], 4)
+        meta["majority_class_accuracy"] = round(test["majority_class_accuracy"], 4)
+        if "material_baseline_accuracy" in test:  # the material rule on the same test rows
+            meta["material_baseline_accuracy"] = round(test["material_baseline_accuracy"], 4)
+        meta["per_class_accuracy"] = dg.MetadataValue.md(
+            "| class | accuracy |\n|---|---|\n"
+            + "\n".join(
+                f"| {i} | {'-' if a is None else f'{a:.3f}'} |" for i, a in enumerate(test["per_class_accuracy"])
+            )
+        )
+        meta["confusion_matrix"] = png_md(confusion_png(test["confusion"], f"{key}: test"), "confusion matrix")
+    else:
+        meta["test_mse"] = round(test.get("mse", float("nan")), 6)
+        meta["test_cp_mae"] = round(test.get("cp_mae", float("nan")), 1)
+        if "material_baseline_mse" in test:  # train's mean and the material line on the same test rows
+            meta["mean_baseline_mse"] = round(test["mean_baseline_mse"], 6)
+            meta["material_baseline_mse"] = round(test["material_baseline_mse"], 6)
+    if "majority_class_accuracy" in test or "mean_baseline_mse" in test:
+        from training.baselines import baselines_table
+
+        meta["baselines"] = dg.MetadataValue.md(baselines_table(test))
+    if result.history:
+        meta["learning_curves"] = png_md(learning_curves_png(result.history, key), "learning curves")
+    meta.update(result.stop_metadata())  # the epochs asked, the time bound, where and why it stopped
+    meta.update(extra_meta)
+    return dg.MaterializeResult(metadata=meta)
+
+
 def model_asset(name: str) -> dg.AssetsDefinition:
     m = MODELS[name]
 
@@ -97,57 +164,7 @@ def model_asset(name: str) -> dg.AssetsDefinition:
         problem = dataset_problem(st, m.dataset)
         if problem:  # before torch starts: one line saying what is missing
             raise ValueError(problem)
-        out = st.root / "models" / name / context.run.run_id
-        cfg = train_config(name, config, str(st.root), str(out))
-        start = time.monotonic()
-        from training.train import train  # the run's imports: not when the definitions load
-
-        result = train(cfg, log=context.log.info)
-        extra_meta, extra_rows = model_extras(name, cfg, result)
-        write_model_metrics(st, name, m.dataset, context.run.run_id, result.metric_rows() + extra_rows)
-        test = result.test
-        meta = {
-            "checkpoint": dg.MetadataValue.path(str(result.checkpoint)),
-            "dataset": m.dataset,
-            "model": m.model,
-            "encoder": m.encoder,
-            "profile": config.profile,
-            "device": result.device,
-            "epochs": len(result.history),
-            "seconds": round(time.monotonic() - start, 1),
-            "train_positions_per_second": round(result.positions_per_second),
-            "rows_train": result.rows["train"],
-            "rows_val": result.rows["val"],
-            "rows_test": result.rows["test"],
-            "published": m.anchor,
-        }
-        if "accuracy" in test:
-            meta["test_accuracy"] = round(test["accuracy"], 4)
-            meta["majority_class_accuracy"] = round(test["majority_class_accuracy"], 4)
-            if "material_baseline_accuracy" in test:  # the material rule on the same test rows
-                meta["material_baseline_accuracy"] = round(test["material_baseline_accuracy"], 4)
-            meta["per_class_accuracy"] = dg.MetadataValue.md(
-                "| class | accuracy |\n|---|---|\n"
-                + "\n".join(
-                    f"| {i} | {'-' if a is None else f'{a:.3f}'} |" for i, a in enumerate(test["per_class_accuracy"])
-                )
-            )
-            meta["confusion_matrix"] = png_md(confusion_png(test["confusion"], f"{name}: test"), "confusion matrix")
-        else:
-            meta["test_mse"] = round(test.get("mse", float("nan")), 6)
-            meta["test_cp_mae"] = round(test.get("cp_mae", float("nan")), 1)
-            if "material_baseline_mse" in test:  # train's mean and the material line on the same test rows
-                meta["mean_baseline_mse"] = round(test["mean_baseline_mse"], 6)
-                meta["material_baseline_mse"] = round(test["material_baseline_mse"], 6)
-        if "majority_class_accuracy" in test or "mean_baseline_mse" in test:
-            from training.baselines import baselines_table
-
-            meta["baselines"] = dg.MetadataValue.md(baselines_table(test))
-        if result.history:
-            meta["learning_curves"] = png_md(learning_curves_png(result.history, name), "learning curves")
-        meta.update(result.stop_metadata())  # the epochs asked, the time bound, where and why it stopped
-        meta.update(extra_meta)
-        return dg.MaterializeResult(metadata=meta)
+        return train_and_record(context, config, st, name, name, st, m.dataset, m.anchor)
 
     return _model
 
