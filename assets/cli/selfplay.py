@@ -40,17 +40,22 @@ def cmd_selfplay(args: argparse.Namespace) -> None:
     duck.create_views(store)
 
 
+def run_asset(store, instance, assets: list, name: str, config, bar: str, what: str) -> dict:
+    """Materialise asset `name` (of `assets`, the others its inputs) with its run config under a
+    progress bar labelled `bar`; its metadata, or one line saying `what` failed."""
+    with run_bar(store, "selfplay", bar, "game") as tags:
+        result = materialize(assets, store, instance, selection=[name], ops={name: config}, tags=tags)
+    require_success(result, what)
+    return materializations(result)[name]
+
+
 def play(store, instance, cfg: TDConfig) -> None:
     """td_selfplay's generations, then their archives ingested."""
     from assets.cli.ingest import ingest_archives, print_summary, report
     from assets.selfplay import TDSelfPlayConfig, td_selfplay
 
-    with run_bar(store, "selfplay", "self-play", "game") as tags:
-        result = materialize(
-            [td_selfplay], store, instance, ops={"td_selfplay": TDSelfPlayConfig(**dataclasses.asdict(cfg))}, tags=tags
-        )
-    require_success(result, "self-play")
-    meta = materializations(result)["td_selfplay"]
+    config = TDSelfPlayConfig(**dataclasses.asdict(cfg))
+    meta = run_asset(store, instance, [td_selfplay], "td_selfplay", config, "self-play", "self-play")
     keys = list(meta["archives"].value)
     print(meta["generations"].value)
     print(
@@ -72,17 +77,10 @@ def evaluate(store, instance, args: argparse.Namespace, workers: int) -> None:
         openings=args.openings,
         workers=workers,
     )
-    with run_bar(store, "selfplay", "evaluate", "game") as tags:
-        result = materialize(
-            [td_selfplay, td_evaluation],
-            store,
-            instance,
-            selection=["td_evaluation"],
-            ops={"td_evaluation": TDEvaluationConfig(**dataclasses.asdict(ev))},
-            tags=tags,
-        )
-    require_success(result, "the self-play evaluation")
-    m = materializations(result)["td_evaluation"]
+    config = TDEvaluationConfig(**dataclasses.asdict(ev))
+    m = run_asset(
+        store, instance, [td_selfplay, td_evaluation], "td_evaluation", config, "evaluate", "the self-play evaluation"
+    )
     lo, hi = m["win_ratio_interval"].value
     print(
         f"{m['player'].value}: {m['win_ratio_mean'].value:.1%} won against random (95% {lo:.1%}-{hi:.1%}, "
@@ -96,12 +94,8 @@ def krk(store, instance, check: KRKCheck) -> None:
     """td_krk: KRvK self-play generations until the learned evaluation mates from the mate in 3."""
     from assets.selfplay import KRKCheckConfig, td_krk
 
-    with run_bar(store, "selfplay", "KRvK", "game") as tags:
-        result = materialize(
-            [td_krk], store, instance, ops={"td_krk": KRKCheckConfig(**dataclasses.asdict(check))}, tags=tags
-        )
-    require_success(result, "the KRvK check")
-    m = materializations(result)["td_krk"]
+    config = KRKCheckConfig(**dataclasses.asdict(check))
+    m = run_asset(store, instance, [td_krk], "td_krk", config, "KRvK", "the KRvK check")
     print(m["generations"].value)
     n = m["generations_to_mate"].value
     print(
