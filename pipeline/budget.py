@@ -17,6 +17,11 @@ The rule (simple enough to check by hand in the report):
 4. A share below MIN_MINUTES is raised to it (a model needs some steps to be a model); the
    budget is then overrun, and the report says by how much.
 
+5. The budget outlives the command (BudgetLedger, `reproduction/budget.json` in the store): a
+   command killed and run again with the same settings goes on with it, counting the time each
+   command ran (not the time between them) and keeping the training pool and shares already
+   fixed. A command that ends with every step done closes it; the next command starts a new one.
+
 A run's share is its training's `max_minutes` (training.train.TrainConfig: pretraining gets at
 most half of it, PRETRAIN_SHARE), or the profile's own bound where that is smaller; training
 stops there and the run's metadata and the report say so. Nothing here knows Dagster or torch.
@@ -24,8 +29,16 @@ stops there and the run's metadata and the report say so. Nothing here knows Dag
 
 from __future__ import annotations
 
+import json
 import math
+import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipeline.storage import StorePath
 
 TRAIN_SHARE = 0.75
 """The share of the budget left after ingest, labels and datasets that the model runs train in."""
@@ -95,3 +108,114 @@ class TimeBudget:
             verdict = f"over the budget by {over / 60:.1f} min" if over > 0 else "within the budget"
             out += f"; {elapsed / 60:.1f} min when the report was written: {verdict}"
         return out
+
+
+LEDGER = "reproduction/budget.json"
+"""Where in the store a command's budget is kept between commands (BudgetLedger)."""
+LEDGER_VERSION = 1
+HEARTBEAT_S = 30.0
+"""How often a running command writes what it has spent: a killed command loses at most this."""
+
+
+class BudgetLedger:
+    """A time budget that outlives the command spending it (rule 5): the seconds every command
+    with the same settings has run, and the budget's state (training pool, shares, overheads).
+
+    `open` continues the ledger at `path` when it was written by a command with the same `key`
+    that did not finish, else starts a new one. `save` writes it atomically (after each step, and
+    every HEARTBEAT_S from `heartbeat`), so a command killed at any point has its time counted to
+    within HEARTBEAT_S; `save(finished=True)` closes it."""
+
+    def __init__(self, path: StorePath, key: str, budget: TimeBudget, spent_before: float = 0.0, commands: int = 1):
+        self.path = path
+        self.key = key
+        self.budget = budget
+        self.spent_before = spent_before
+        """Seconds the earlier commands of this budget ran."""
+        self.commands = commands
+        """The commands that have run this budget, this one included."""
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, path: StorePath, key: str, hours: float) -> BudgetLedger:
+        data = _read_json(path)
+        same = (
+            data.get("version") == LEDGER_VERSION
+            and data.get("key") == key
+            and not data.get("finished")
+            and data.get("budget", {}).get("hours") == hours
+        )
+        if not same:
+            return cls(path, key, TimeBudget(hours))
+        b = data["budget"]
+        budget = TimeBudget(
+            hours=b["hours"],
+            train_share=b["train_share"],
+            training_from=b["training_from"],
+            training_seconds=b["training_seconds"],
+            shares=dict(b["shares"]),
+            overheads=list(b["overheads"]),
+        )
+        return cls(path, key, budget, float(data["spent_s"]), int(data["commands"]) + 1)
+
+    def elapsed(self) -> float:
+        """Seconds this budget has run: the earlier commands' and this one's so far."""
+        return self.spent_before + time.monotonic() - self.started
+
+    def save(self, finished: bool = False) -> None:
+        from pipeline.store import atomic_path
+
+        with self._lock:  # the heartbeat's write never lands after a newer one
+            b = self.budget
+            data = {
+                "version": LEDGER_VERSION,
+                "key": self.key,
+                "spent_s": round(self.elapsed(), 3),
+                "commands": self.commands,
+                "finished": finished,
+                "budget": {
+                    "hours": b.hours,
+                    "train_share": b.train_share,
+                    "training_from": b.training_from,
+                    "training_seconds": b.training_seconds,
+                    "shares": dict(b.shares),
+                    "overheads": list(b.overheads),
+                },
+            }
+            with atomic_path(self.path) as tmp:
+                tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+
+    @contextmanager
+    def heartbeat(self, every_s: float = HEARTBEAT_S):
+        """Save every `every_s` seconds while the block runs (a daemon thread)."""
+        stop = threading.Event()
+
+        def beat():
+            while not stop.wait(every_s):
+                self.save()
+
+        thread = threading.Thread(target=beat, name="budget-ledger", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join()
+
+
+def _read_json(path: StorePath) -> dict:
+    """The JSON object at `path` (a local file or an S3 object); {} when absent or unreadable."""
+    from pipeline import storage
+    from pipeline.storage import ObjectPath
+
+    try:
+        if isinstance(path, ObjectPath):
+            fetched = storage.get(path)
+            text = fetched.data if fetched is not None else b"{}"
+        else:
+            text = path.read_text()
+        data = json.loads(text)
+    except (FileNotFoundError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

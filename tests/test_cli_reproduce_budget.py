@@ -3,6 +3,7 @@ config, and the report is given the budget; the job's steps run through a record
 `materialize` on a clock the test moves (no training: what each run is configured with is the
 point), the real definitions, op configs and TrainConfig derivation."""
 
+import json
 import time
 from types import SimpleNamespace
 
@@ -118,3 +119,47 @@ def test_runs_that_will_not_train_take_no_share(tmp_path, monkeypatch):
     assert first == pytest.approx(pool / 2 / 60, abs=0.01)  # half the pool: two runs train, not four
     second = (pool - MODEL_SECONDS) / 1 - max(MODEL_SECONDS - first * 60, 0)  # what is left, less any overrun
     assert runs[1][1].max_minutes == pytest.approx(second / 60, abs=0.01)
+
+
+def test_a_command_run_again_goes_on_with_the_budget_its_ledger_kept(tmp_path, monkeypatch):
+    """An earlier command with the same settings spent 20 minutes and was killed before training:
+    the training pool is what is left of the hour after those 20 minutes and this command's own,
+    the ledger is saved after each step, and the report says the budget ran over two commands."""
+    from pipeline import budget as budget_module
+
+    clock = [0.0]
+    calls: list[tuple[str, object]] = []
+
+    def recording_materialize(assets, store, instance, *, selection, ops=None, tags=None, **kw):
+        (name,) = selection
+        calls.append((name, (ops or {}).get(name)))
+        clock[0] += MODEL_SECONDS if name.removeprefix(PUBLISHED_SPLIT) in MODELS else 60.0
+        return SimpleNamespace(success=True)
+
+    fake_time = SimpleNamespace(monotonic=lambda: clock[0], strftime=time.strftime, gmtime=time.gmtime)
+    monkeypatch.setattr(rp, "materialize", recording_materialize)
+    monkeypatch.setattr(rp, "time", fake_time)
+    monkeypatch.setattr(budget_module, "time", fake_time)
+    cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), profile="full", hours=1.0,
+                             models=("mlp_bitmap_3class",))  # fmt: skip
+    store = Store(tmp_path / "store")
+    path = store.root / budget_module.LEDGER
+    earlier = budget_module.BudgetLedger.open(path, rp.budget_key(cfg), cfg.hours)
+    earlier.spent_before = 1200.0
+    earlier.save()
+    ledger = budget_module.BudgetLedger.open(path, rp.budget_key(cfg), cfg.hours)
+    assert ledger.commands == 2 and ledger.spent_before == 1200.0
+    with dg.DagsterInstance.ephemeral() as instance:
+        failures = rp.run_steps(store, instance, cfg, list(cfg.models), {"profile": "full"}, {}, ledger=ledger)
+    assert failures == []
+    names = [n for n, _ in calls]
+    first = next(i for i, n in enumerate(names) if n.removeprefix(PUBLISHED_SPLIT) in MODELS)
+    before = 1200.0 + 60.0 * first  # the earlier command's time and this one's steps before training
+    runs = [(n, op) for n, op in calls if n.removeprefix(PUBLISHED_SPLIT) in MODELS]
+    assert runs[0][1].max_minutes == pytest.approx((3600 - before) * TRAIN_SHARE / len(runs) / 60, abs=0.01)
+    (report,) = [op for name, op in calls if name == "reproduction_report"]
+    assert "counted over 2 commands" in report.settings["time budget"]
+    saved = json.loads(path.read_text())
+    assert saved["commands"] == 2 and not saved["finished"]
+    assert saved["spent_s"] == pytest.approx(1200.0 + clock[0], abs=0.01)  # saved after the last step
+    assert set(saved["budget"]["shares"]) == {n for n, _ in runs}

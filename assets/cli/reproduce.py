@@ -15,10 +15,12 @@ runs again from its start (a training run starts a new run folder).
 """
 
 import argparse
+import contextlib
+import json
 import math
 import sys
 import time
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import get_args
 
@@ -359,12 +361,15 @@ def run_steps(
     settings: dict,
     outcomes: dict[str, str] | None = None,
     started: float | None = None,
+    ledger=None,
 ) -> list[str]:
     """The job's assets one run each, upstream first, keeping what is up to date; the failures.
     `outcomes` (step -> done, kept, failed: why, skipped: why) gains each step's, and the report
     is given them (with those of the steps before the job: ingest and labels). With --hours, each
     model run gets its share of the time budget (pipeline.budget) counted from `started` (the
-    command's time.monotonic(); default: now), and the report the budget's figures."""
+    command's time.monotonic(); default: now), or from `ledger` (pipeline.budget.BudgetLedger:
+    the budget earlier commands with the same settings began, saved after each step), and the
+    report the budget's figures."""
     from assets.reproduce import REPORT, ReportConfig, defined_assets, grid_extra, job_assets
     from pipeline.budget import TimeBudget
     from pipeline.reproduction import PUBLISHED_SPLIT
@@ -375,7 +380,14 @@ def run_steps(
     ops = op_configs(cfg, names, settings, models)
     failed: dict[str, str] = {}
     started = time.monotonic() if started is None else started
-    budget = TimeBudget(cfg.hours) if cfg.hours else None
+    if ledger is not None:
+        budget, elapsed = ledger.budget, ledger.elapsed
+    else:
+        budget = TimeBudget(cfg.hours) if cfg.hours else None
+
+        def elapsed() -> float:
+            return time.monotonic() - started
+
     schedules: dict[str, str] = {}  # model run -> its schedule with its share of the budget
     deps_of = {n: {d.to_user_string() for d in defs[n].asset_deps.get(dg.AssetKey(n), set())} for n in names}
     trains = set(will_train(instance, cfg, defs, names, deps_of)) if budget is not None else set()
@@ -398,7 +410,7 @@ def run_steps(
             base = name.removeprefix(PUBLISHED_SPLIT)
             # The model runs still to come that will train: not kept, not skipped by a failure so far.
             to_come = [n for n in names[i - 1 :] if n in trains and not blocked_by(n, failed, deps_of)]
-            minutes = budget.model_minutes(name, time.monotonic() - started, len(to_come))
+            minutes = budget.model_minutes(name, elapsed(), len(to_come))
             ops[name] = train_run(cfg, base, minutes)
             schedules[name] = schedule_text(cfg, base, minutes)
             print(f"{head}: time budget share {minutes:g} min", flush=True)
@@ -406,7 +418,10 @@ def run_steps(
             report = ops[name].model_dump()
             report["schedules"] = {**report["schedules"], **schedules}
             if budget is not None:
-                report["settings"] = {**report["settings"], "time budget": budget.text(time.monotonic() - started)}
+                text = budget.text(elapsed())
+                if ledger is not None and ledger.commands > 1:
+                    text += f"; counted over {ledger.commands} commands (a command run again goes on with the budget)"
+                report["settings"] = {**report["settings"], "time budget": text}
             ops[name] = ReportConfig(**{**report, "outcomes": dict(outcomes)})
         print(f"{head}: running ...", flush=True)
         start = time.monotonic()
@@ -421,6 +436,8 @@ def run_steps(
         took = time.monotonic() - start
         if budget is not None and name in budget.shares:
             budget.finished(name, took)
+        if ledger is not None:
+            ledger.save()
         if result.success:
             outcomes[name] = "done"
             print(f"{head}: done in {took:.1f} s", flush=True)
@@ -433,12 +450,41 @@ def run_steps(
 
 def reproduce(store: Store, instance: dg.DagsterInstance, cfg: ReproduceConfig) -> list[str]:
     """Ingest, labels, then the job's assets; the failed steps (empty: all done)."""
+    from pipeline.budget import LEDGER, BudgetLedger
+
+    started = time.monotonic()  # the time budget (--hours) counts from here, or goes on (BudgetLedger)
+    ledger = BudgetLedger.open(store.root / LEDGER, budget_key(cfg), cfg.hours) if cfg.hours else None
+    if ledger is not None:
+        if ledger.commands > 1:
+            print(
+                f"time budget {cfg.hours:g} h: going on with the budget of {ledger.commands - 1} earlier command(s) "
+                f"with these settings, {ledger.spent_before / 60:.1f} min spent",
+                flush=True,
+            )
+        ledger.save()
+    with ledger.heartbeat() if ledger is not None else contextlib.nullcontext():
+        failures = _reproduce(store, instance, cfg, started, ledger)
+    if ledger is not None:
+        ledger.save(finished=not failures)  # failed steps: the command run again goes on with the budget
+        took = ledger.elapsed()
+        verdict = "within it" if took <= cfg.hours * 3600 else f"over it by {(took - cfg.hours * 3600) / 60:.1f} min"
+        so_far = f", {took / 60:.1f} min over {ledger.commands} commands" if ledger.commands > 1 else ""
+        this = (time.monotonic() - started) / 60
+        print(f"time budget {cfg.hours:g} h: the command took {this:.1f} min{so_far}, {verdict}")
+    return failures
+
+
+def budget_key(cfg: ReproduceConfig) -> str:
+    """The settings a time budget belongs to: a command with other settings starts a new one."""
+    return json.dumps({k: v for k, v in asdict(cfg).items() if k != "workers"}, sort_keys=True)
+
+
+def _reproduce(store: Store, instance: dg.DagsterInstance, cfg: ReproduceConfig, started: float, ledger) -> list[str]:
     from assets.cli import label
     from assets.ingest import duckdb_views
     from assets.labels import LabelsConfig
     from assets.resources import StockfishResource
 
-    started = time.monotonic()  # the time budget (--hours) counts from here
     models = check_models(cfg.models)
     paths = select_archives(cfg)
     if not Path(cfg.suites).expanduser().is_dir():
@@ -452,6 +498,8 @@ def reproduce(store: Store, instance: dg.DagsterInstance, cfg: ReproduceConfig) 
     )
     labelled = label.label(store, instance, setting, StockfishResource(workers=cfg.workers))
     label.print_result(labelled)
+    if ledger is not None:
+        ledger.save()
     outcomes = {
         "archive_tables": "done" if ingested else "kept",
         "labels": "done" if labelled.metadata.labelled else "kept",
@@ -467,12 +515,8 @@ def reproduce(store: Store, instance: dg.DagsterInstance, cfg: ReproduceConfig) 
         "suites": cfg.suites,
         "models": ", ".join(models),
     }
-    failures = run_steps(store, instance, cfg, models, settings, outcomes, started)
+    failures = run_steps(store, instance, cfg, models, settings, outcomes, started, ledger)
     duck.create_views(store)
-    if cfg.hours:
-        took = time.monotonic() - started
-        verdict = "within it" if took <= cfg.hours * 3600 else f"over it by {(took - cfg.hours * 3600) / 60:.1f} min"
-        print(f"time budget {cfg.hours:g} h: the command took {took / 60:.1f} min, {verdict}")
     return failures
 
 

@@ -1,8 +1,15 @@
-"""The reproduction's time budget (pipeline.budget): the rule as the module states it, by hand."""
+"""The reproduction's time budget (pipeline.budget): the rule as the module states it, by hand, and
+its ledger, which a killed command's re-run goes on with."""
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
-from pipeline.budget import MIN_MINUTES, TRAIN_SHARE, TimeBudget
+from pipeline.budget import LEDGER, MIN_MINUTES, TRAIN_SHARE, BudgetLedger, TimeBudget
 
 
 def test_each_run_gets_an_equal_part_of_the_training_time_still_left():
@@ -49,3 +56,69 @@ def test_the_time_runs_take_beyond_their_shares_comes_off_the_next_shares():
     # 37.5 - 13.5 = 24 minutes left for 2 runs, each expected to take a minute beyond its share.
     assert b.model_minutes("b", elapsed=600 + 13.5 * 60, runs_left=2) == pytest.approx(24 / 2 - 1, abs=0.01)
     assert "60 s beyond its share on average" in b.text()
+
+
+# The ledger: a budget that outlives the command (rule 5) -------------------------------------------
+
+
+def test_a_ledger_goes_on_with_the_same_settings_until_a_command_finishes_it(tmp_path):
+    path = tmp_path / "store" / LEDGER
+    first = BudgetLedger.open(path, "settings A", 2.0)
+    assert (first.commands, first.spent_before) == (1, 0.0)
+    first.budget.model_minutes("m", elapsed=600, runs_left=4)  # training began 10 minutes in
+    first.budget.finished("m", 20 * 60)
+    first.spent_before = 1500.0  # as if it had run 25 minutes
+    first.save()
+    again = BudgetLedger.open(path, "settings A", 2.0)
+    assert again.commands == 2 and again.spent_before == pytest.approx(1500.0, abs=1.0)
+    b, old = again.budget, first.budget
+    assert (b.training_from, b.training_seconds, b.shares, b.overheads) == (
+        old.training_from,
+        old.training_seconds,
+        old.shares,
+        old.overheads,
+    )
+    assert again.elapsed() >= 1500.0
+    # Other settings, or other hours: a budget of their own.
+    assert BudgetLedger.open(path, "settings B", 2.0).commands == 1
+    assert BudgetLedger.open(path, "settings A", 3.0).commands == 1
+    again.save(finished=True)  # every step done: the next command starts afresh
+    fresh = BudgetLedger.open(path, "settings A", 2.0)
+    assert (fresh.commands, fresh.spent_before, fresh.budget.training_from) == (1, 0.0, None)
+
+
+def test_an_unreadable_ledger_starts_a_new_budget(tmp_path):
+    path = tmp_path / LEDGER
+    path.parent.mkdir(parents=True)
+    path.write_text("{half a file")
+    assert BudgetLedger.open(path, "k", 1.0).commands == 1
+
+
+def test_a_command_killed_mid_step_has_its_time_counted_to_within_a_heartbeat(tmp_path):
+    """SIGKILL a real process spending the budget (no save after its start but the heartbeat's):
+    the next command goes on from what the heartbeat last wrote."""
+    path = tmp_path / LEDGER
+    code = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from pipeline.budget import BudgetLedger\n"
+        "ledger = BudgetLedger.open(Path(sys.argv[1]), 'k', 1.0)\n"
+        "ledger.save()\n"
+        "with ledger.heartbeat(every_s=0.1):\n"
+        "    print('running', flush=True)\n"
+        "    time.sleep(60)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", code, str(path)], cwd=root, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "running"
+        t0 = time.monotonic()
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGKILL)
+        ran = time.monotonic() - t0
+    finally:
+        proc.kill()
+        proc.wait()
+    resumed = BudgetLedger.open(path, "k", 1.0)
+    assert resumed.commands == 2
+    assert ran - 0.5 <= resumed.spent_before <= ran + 1.0  # to within a heartbeat (and the start-up)
