@@ -26,6 +26,7 @@ from assets.training import MODELS
 from pipeline import storage
 from pipeline.evaluation import EndgameConfig, MatchConfig, write_results
 from pipeline.matches import write_games
+from pipeline.published import DEEPCHESS_MODEL
 from pipeline.storage import ObjectPath, StorePath
 from pipeline.store import Store, atomic_path
 
@@ -423,7 +424,7 @@ def elo_ratings(context: dg.AssetExecutionContext, store: StoreResource) -> dg.M
     )
 
 
-REPORT_EXTRA_DEPS = {"deepchess_net": ("eval_pairs_deepchess_net",)}
+REPORT_EXTRA_DEPS = {DEEPCHESS_MODEL: (f"eval_pairs_{DEEPCHESS_MODEL}",)}
 """A model's own evaluation assets (assets/deepchess.py) that its report reads too."""
 
 

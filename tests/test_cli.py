@@ -419,6 +419,7 @@ def test_errors_end_in_one_line_and_debug_shows_the_traceback(tmp_path, capsys, 
             (["report", "no_such_report"], "no report"),
             (["evaluate", "nosuch"], "no model nosuch"),
             (["label", "--depth", "x"], "invalid int value: 'x' (see `chess-pipeline label --help`)"),
+            (["label", "--shard-lease", "5"], "shard_lease_ttl_s must be a number of seconds, at least 10"),
             (["nosuch"], "invalid choice: 'nosuch'"),
         ]
         for argv, expect in cases:
@@ -791,3 +792,17 @@ def test_csv_holds_every_column_and_a_closed_pipe_ends_quietly(home, capsys, tmp
     cli.stdout.close()  # the reader goes away, as `head -1` does
     _, err = cli.communicate(timeout=120)
     assert cli.returncode == 141 and err.decode().strip() == ""
+
+
+def test_the_shard_lease_flag_reaches_the_labels_run_config():
+    """`label --shard-lease S` is the labels asset's shard_lease_ttl_s (an S3 store's lease time);
+    without it, LabelRun's default."""
+    from assets.cli.app import build_parser
+    from assets.cli.label import config_from_args
+    from pipeline.labels import SHARD_LEASE_TTL_S
+
+    parser = build_parser()
+    config, _ = config_from_args(parser.parse_args(["label", "--shard-lease", "30"]))
+    assert config.shard_lease_ttl_s == 30.0
+    config, _ = config_from_args(parser.parse_args(["label"]))
+    assert config.shard_lease_ttl_s == SHARD_LEASE_TTL_S

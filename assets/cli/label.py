@@ -144,7 +144,9 @@ def config_from_args(args: argparse.Namespace):
         limit = Limit("nodes", args.nodes)
     else:
         limit = Limit("depth", args.depth)
-    run = from_namespace(LabelRun, args, names=RUN_FLAGS, limit=limit, max_positions=args.limit)
+    run = from_namespace(
+        LabelRun, args, names=RUN_FLAGS, limit=limit, max_positions=args.limit, shard_lease_ttl_s=args.shard_lease
+    )
     config = LabelsConfig(
         limit=run.limit.kind,
         value=run.limit.value,
@@ -153,6 +155,7 @@ def config_from_args(args: argparse.Namespace):
         relabel=run.relabel,
         order=run.order,
         retry_failed=run.retry_failed,
+        shard_lease_ttl_s=run.shard_lease_ttl_s,
     )
     engine = from_namespace(
         EngineSettings, args, names=ENGINE_FLAGS, timeout_s=args.timeout, clear_hash=not args.keep_hash
@@ -216,6 +219,7 @@ def add_parser(sub) -> None:
     add_field_flag(s, LabelsConfig, "max_minutes", "--minutes", metavar="MINUTES")
     add_arguments(s, EngineSettings, names=["workers"])
     add_arguments(s, LabelRun, names=RUN_FLAGS)
+    add_field_flag(s, LabelRun, "shard_lease_ttl_s", "--shard-lease", metavar="SECONDS")
     add_field_flag(s, EngineSettings, "timeout_s", "--timeout", type=_seconds, metavar="SECONDS")
     add_field_flag(s, EngineSettings, "retries", "--retries", type=_count, metavar="N")
     add_field_flag(
