@@ -207,18 +207,7 @@ def td_krk(context: dg.AssetExecutionContext, config: KRKCheckConfig, store: Sto
     from training.td import KRK_FEN, krk_generations
 
     k = config.to_dataclass()
-    cfg = TDConfig(
-        name="krk",
-        start="krk",
-        init=k.init,
-        depth=k.depth,
-        games=k.games,
-        lr=k.lr,
-        clock_ends=k.clock_ends,
-        seed=k.seed,
-        workers=k.workers,
-        random_plies=0,
-    )
+    cfg = k.td_config()
     progress = run_progress(context, "games", k.max_generations * k.games)  # a mate ends it sooner
     out = krk_generations(
         cfg,
@@ -226,8 +215,11 @@ def td_krk(context: dg.AssetExecutionContext, config: KRKCheckConfig, store: Sto
         check_depth=k.check_depth,
         mate_plies=k.mate_plies,
         defender_depth=k.defender_depth,
+        lead_plies=k.lead_plies,
         on_generation=lambda g, p: context.log.info(
-            f"KRvK generation {g}: mate in {p} plies" if p else f"KRvK generation {g}: no mate"
+            f"KRvK generation {g}: mate in {p} plies"
+            if p
+            else f"KRvK generation {g}: no mate within {k.mate_plies} plies"
         ),
         on_game=progress.step,
     )
@@ -237,6 +229,8 @@ def td_krk(context: dg.AssetExecutionContext, config: KRKCheckConfig, store: Sto
             "criterion": f"a mate within {k.mate_plies} plies, {k.check_depth}-ply search, "
             f"against a {k.defender_depth}-ply defender (the traditional evaluation)",
             "generations_to_mate": out["generations"] if out["generations"] is not None else -1,
+            "lead_criterion": f"a mate within {k.lead_plies} plies, the same search and defender",
+            "generations_to_lead": out["generations_to_lead"] if out["generations_to_lead"] is not None else -1,
             "clock_ends": k.clock_ends,
             "generations": dg.MetadataValue.md(krk_curve_md(out["curve"])),
             "curve": dg.MetadataValue.json(out["curve"]),
@@ -256,7 +250,7 @@ def krk_curve_md(curve: list[dict]) -> str:
             played = f"{md_cell(json.dumps(c['results']))} | {c['mate_rate']:.0%} | {c['td_error']:.5f}"
         else:
             played = "(untrained) | | "
-        mate = f"in {c['mate_plies']} plies" if c["mate_plies"] else "no"
+        mate = f"in {c['mate_plies']} plies" if c["mate_plies"] else "no"  # past mate_plies: a lead only
         lines.append(f"| {c['generation']} | {played} | {md_cell(c.get('moves', ''))} | {mate} |")
     return "\n".join(lines)
 

@@ -29,7 +29,7 @@ def test_selfplay_writes_generations_and_ingests_their_games(home, capsys):
     "flags, expected",
     [
         (["--learner", "tdleaf"], "invalid choice: 'tdleaf' (choose from 'td_leaf', 'td_lambda')"),
-        (["--model", "cnn"], "invalid choice: 'cnn' (choose from 'linear', 'network')"),
+        (["--model", "cnn"], "invalid choice: 'cnn' (choose from 'linear', 'network', 'residual')"),
         (["--name", "../up"], "name '../up': use letters, digits"),
         (["--depth", "0"], "depth must be at least 1"),
         (["--clock-ends", "drawn"], "invalid choice: 'drawn' (choose from 'draw', 'unfinished')"),
@@ -51,13 +51,14 @@ def test_krk_flag_runs_the_krvk_check_and_prints_its_curve(home, capsys):
     """--krk materialises td_krk: a generation of KRvK self-play, then the check from the mate in 3
     (here a 1-ply defender and a loose ply bound, so the run is short)."""
     flags = ["--krk-max-generations", "1", "--krk-games", "2", "--krk-depth", "1", "--krk-workers", "1"]
-    flags += ["--krk-defender-depth", "1", "--krk-mate-plies", "9"]
+    flags += ["--krk-defender-depth", "1", "--krk-mate-plies", "9", "--krk-lead-plies", "12"]
     main(["--home", str(home), "selfplay", "--generations", "0", "--krk", *flags])
     out = capsys.readouterr().out
     assert "| generation | self-play results | self-play mate rate |" in out
     assert "| 0 | (untrained) |" in out and "1. " in out  # the check's moves from the position
     assert "KRvK (8/7k/8/5K2/8/8/8/4R3 w - - 0 1; a mate within 9 plies" in out
     assert "mates after 0 generation(s)" in out or "| 1 | {" in out
+    assert "; a mate within 12 plies, the same search and defender: " in out
     assert not list((home / "selfplay").glob("*/gen-*.pt"))  # the check writes no line of its own
 
 

@@ -58,7 +58,7 @@ from pipeline.storage import StorePath
 from training.choices import check_choice
 
 Learner = Literal["td_leaf", "td_lambda"]
-ModelKind = Literal["linear", "network"]
+ModelKind = Literal["linear", "network", "residual"]
 ClockEnd = Literal["draw", "unfinished"]
 
 FEATURES = 384
@@ -84,15 +84,17 @@ class TDConfig:
     learner: Learner = "td_leaf"
     """td_leaf (the leaves of the principal variations) or td_lambda (the positions played)."""
     model: ModelKind = "linear"
-    """linear (piece-square weights over the antisymmetric bitboard, one tanh unit) or network
-    (one tanh hidden layer, no biases)."""
+    """linear (piece-square weights over the antisymmetric bitboard, one tanh unit), network
+    (one tanh hidden layer, no biases) or residual (the linear model plus a tanh hidden layer:
+    it starts as the linear model, the layer's output weights at 0, and the layer learns what
+    piece-square weights cannot, such as where one king stands relative to the other)."""
     hidden: int = 32
-    """Hidden units of the network model."""
+    """Hidden units of the network and residual models."""
     init: Literal["material", "random", "zero"] = "material"
-    """First weights of the linear model: material (P 1, N 3, B 3, R 5, Q 9 pawns x 0.1 on every
-    square, as KnightCap started TD-Leaf from material), random (normal, sd 0.01, seeded) or
-    zero (every move ties: nothing to learn from until a game ends decisively). The network
-    always starts random."""
+    """First weights of the linear model (and of the residual model's linear part): material (P 1,
+    N 3, B 3, R 5, Q 9 pawns x 0.1 on every square, as KnightCap started TD-Leaf from material),
+    random (normal, sd 0.01, seeded) or zero (every move ties: nothing to learn from until a game
+    ends decisively). The network always starts random."""
     lam: float = 0.7
     """lambda, the decay of later temporal differences (published: 0.7)."""
     lr: float = 0.01
@@ -213,17 +215,59 @@ class NetworkValue:
         return np.concatenate([g_w1.reshape(len(x), -1), g_w2], axis=1)
 
 
+class ResidualValue:
+    """V(x) = tanh(w . x + w2 . tanh(W1 x)): the linear model plus one hidden tanh layer, no
+    biases (antisymmetric). Parameters: w (384), W1 (hidden x 384), w2 (hidden)."""
+
+    kind = "residual"
+
+    def __init__(self, linear: np.ndarray, params: np.ndarray | None = None, hidden: int = 32, seed: int = 0):
+        self.hidden = hidden
+        if params is None:
+            rng = np.random.default_rng(seed)
+            w1 = rng.normal(0.0, 1.0 / math.sqrt(FEATURES), size=(hidden, FEATURES))
+            params = np.concatenate([np.asarray(linear, np.float64), w1.ravel(), np.zeros(hidden)])
+        self.params = np.asarray(params, np.float64)
+        if self.params.shape != (FEATURES + hidden * FEATURES + hidden,):
+            raise ValueError(
+                f"a residual model with {hidden} hidden units has {(hidden + 1) * FEATURES + hidden} weights"
+            )
+
+    def _split(self):
+        h, n = self.hidden, FEATURES
+        return self.params[:n], self.params[n : n + h * n].reshape(h, n), self.params[n + h * n :]
+
+    def value(self, x: np.ndarray) -> np.ndarray:
+        w, w1, w2 = self._split()
+        return np.tanh(x @ w + np.tanh(x @ w1.T) @ w2)
+
+    def grad(self, x: np.ndarray) -> np.ndarray:
+        w, w1, w2 = self._split()
+        h = np.tanh(x @ w1.T)  # (N, H)
+        v = np.tanh(x @ w + h @ w2)
+        dv = (1.0 - v * v)[:, None]
+        g_w1 = (dv * w2[None, :] * (1.0 - h * h))[:, :, None] * x[:, None, :]  # (N, H, 384)
+        return np.concatenate([dv * x, g_w1.reshape(len(x), -1), dv * h], axis=1)
+
+
 MATERIAL_PAWNS = (1.0, 3.0, 3.0, 5.0, 9.0, 0.0)
 """P N B R Q K in pawns: the linear model's `material` start (x 0.1 per pawn)."""
 
 
+def linear_init(cfg: TDConfig) -> np.ndarray:
+    """The linear model's first weights (TDConfig.init)."""
+    if cfg.init == "material":
+        return np.repeat(np.array(MATERIAL_PAWNS) * 0.1, 64)
+    if cfg.init == "random":
+        return np.random.default_rng(cfg.seed).normal(0.0, 0.01, FEATURES)
+    return np.zeros(FEATURES)
+
+
 def make_model(cfg: TDConfig, params: np.ndarray | None = None):
     if cfg.model == "linear":
-        if params is None and cfg.init == "material":
-            params = np.repeat(np.array(MATERIAL_PAWNS) * 0.1, 64)
-        elif params is None and cfg.init == "random":
-            params = np.random.default_rng(cfg.seed).normal(0.0, 0.01, FEATURES)
-        return LinearValue(params)
+        return LinearValue(linear_init(cfg) if params is None else params)
+    if cfg.model == "residual":
+        return ResidualValue(linear_init(cfg) if params is None else None, params, cfg.hidden, cfg.seed)
     return NetworkValue(params, cfg.hidden, cfg.seed)
 
 
@@ -799,6 +843,10 @@ class KRKCheck:
     """Give up after this many generations."""
     games: int = 40
     """Self-play games per generation."""
+    model: ModelKind = "linear"
+    """The evaluation learnt (TDConfig.model)."""
+    hidden: int = 32
+    """Hidden units of the network and residual models."""
     depth: int = 2
     """Search depth of the self-play games. Not 1: a 1-ply search does not see the reply, so
     the attacker leaves its rook en prise and the defender takes it (5 of 8 games, untrained,
@@ -819,6 +867,11 @@ class KRKCheck:
     defender_depth: int = 6
     """Plies the defender (the traditional evaluation) searches: at 6 it sees every mate of the
     mate in 3 and delays it as long as it can."""
+    lead_plies: int = 60
+    """The check's game goes on to this many plies (at least mate_plies): a later mate is the
+    weaker result, that the learned evaluation leads the 2-ply search to a mate at all, and its
+    first generation is reported beside the mate in 3's (the game is deterministic, so its first
+    plies are the strict check's game)."""
     lr: float = 0.01
     """Learning rate (published: 0.01)."""
     clock_ends: ClockEnd = "unfinished"
@@ -834,11 +887,30 @@ class KRKCheck:
 
     def __post_init__(self):
         hints = typing.get_type_hints(KRKCheck)
-        for name in ("init", "clock_ends"):
+        for name in ("init", "clock_ends", "model"):
             check_choice(name, getattr(self, name), literal_choices(hints[name]))
-        for name in ("depth", "check_depth", "mate_plies", "defender_depth", "games"):
+        for name in ("depth", "check_depth", "mate_plies", "defender_depth", "games", "hidden"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.lead_plies < self.mate_plies:
+            raise ValueError(f"lead_plies must be at least mate_plies ({self.mate_plies}), got {self.lead_plies}")
+
+    def td_config(self, name: str = "krk") -> TDConfig:
+        """The self-play settings of this check (random KRvK starts, no random plies)."""
+        return TDConfig(
+            name=name,
+            start="krk",
+            model=self.model,
+            hidden=self.hidden,
+            init=self.init,
+            depth=self.depth,
+            games=self.games,
+            lr=self.lr,
+            clock_ends=self.clock_ends,
+            seed=self.seed,
+            workers=self.workers,
+            random_plies=0,
+        )
 
 
 # Representations compared on hui_checkmate (supervised: who gets mated) -------------------------
@@ -922,19 +994,24 @@ def krk_generations(
     on_generation: Callable[[int, int | None], None] | None = None,
     check_depth: int | None = None,
     on_game: Callable[[], None] | None = None,
+    lead_plies: int | None = None,
 ) -> dict:
     """Self-play on random KRvK positions (cfg with start='krk'), generation after generation,
     until the learned evaluation's search (check_depth, else cfg.depth) mates from `fen` within `mate_plies`
     against a defender that sees every mate inside its horizon (it delays the mate as long as
     it can); the first generation that does (0: the untrained weights already do), or None.
+    The check's game goes on to `lead_plies` (default: mate_plies): `generations_to_lead` is the
+    first generation whose search mates within those, or None.
 
-    The curve has a row per generation: the check's moves and its mate (plies, or None), and
-    for the generations played the self-play results, the share of those games that ended in
-    mate (the self-play mate rate) and the TD error."""
+    The curve has a row per generation: the check's moves and its mate (plies, or None; a mate
+    after mate_plies counts only for the lead), and for the generations played the self-play
+    results, the share of those games that ended in mate (the self-play mate rate) and the TD
+    error."""
     cfg = dataclasses.replace(cfg, start="krk", curve_games=0)
     params = initial_params(cfg)
     curve = []
-    found = None
+    found = lead = None
+    plies_bound = max(mate_plies, lead_plies or mate_plies)
     with GamePool(cfg.workers) as pool:
         for g in range(0, max_generations + 1):
             row: dict = {"generation": g}
@@ -946,17 +1023,20 @@ def krk_generations(
                 mates = gen.results.get("1-0", 0)
                 row.update(results=dict(gen.results), mate_rate=mates / gen.games, td_error=gen.td_error)
             game = check_game(
-                make_model(cfg, params), chess.Board(fen), check_depth or cfg.depth, mate_plies, defender_depth
+                make_model(cfg, params), chess.Board(fen), check_depth or cfg.depth, plies_bound, defender_depth
             )
             plies = game.plies if game.result == "1-0" else None
             row.update(mate_plies=plies, moves=str(game.game.mainline_moves()))
             curve.append(row)
+            strict = plies if plies is not None and plies <= mate_plies else None
             if on_generation:
-                on_generation(g, plies)
-            if plies is not None:
+                on_generation(g, strict)
+            if plies is not None and lead is None:
+                lead = g
+            if strict is not None:
                 found = g
                 break
-    return {"fen": fen, "generations": found, "curve": curve, "params": params}
+    return {"fen": fen, "generations": found, "generations_to_lead": lead, "curve": curve, "params": params}
 
 
 # A line of generations in the store ------------------------------------------------------------

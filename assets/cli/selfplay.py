@@ -98,9 +98,12 @@ def krk(store, instance, check: KRKCheck) -> None:
     m = run_asset(store, instance, [td_krk], "td_krk", config, "KRvK", "the KRvK check")
     print(m["generations"].value)
     n = m["generations_to_mate"].value
+    lead = m["generations_to_lead"].value
     print(
         f"KRvK ({m['fen'].value}; {m['criterion'].value}): "
         + (f"mates after {n} generation(s)" if n >= 0 else f"no mate within {check.max_generations} generations")
+        + f"; {m['lead_criterion'].value}: "
+        + (f"after {lead} generation(s)" if lead >= 0 else "none")
     )
 
 

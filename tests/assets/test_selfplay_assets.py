@@ -64,11 +64,16 @@ def test_evaluation_checks_the_line_it_names_from_its_last_checkpoint(tmp_path, 
 
 
 def test_krk_check_records_its_curve(tmp_path, instance):
-    cfg = KRKCheckConfig(max_generations=1, games=2, depth=1, workers=1)
+    cfg = KRKCheckConfig(max_generations=1, games=2, depth=1, workers=1, lead_plies=9)
     r = _run(instance, tmp_path / "store", [td_krk], None, {"td_krk": cfg})
     meta = r.asset_materializations_for_node("td_krk")[0].metadata
     curve = meta["curve"].value
     assert [c["generation"] for c in curve][0] == 0 and meta["generations_to_mate"].value in (-1, 0, 1)
+    lead = meta["generations_to_lead"].value  # a mate within 9 plies: never later than the mate in 3
+    mated = [c["generation"] for c in curve if c["mate_plies"]]
+    assert lead == (mated[0] if mated else -1)
+    strict = meta["generations_to_mate"].value
+    assert strict == -1 or 0 <= lead <= strict  # a mate in 3 is a mate within 9 plies
     assert meta["clock_ends"].value == "unfinished"  # a fifty-move end teaches no draw (KRKCheck.clock_ends)
     assert all(c["moves"].startswith("1. ") for c in curve)  # the check's game from the position
     for c in curve[1:]:  # a generation played: its self-play games and the share that ended in mate

@@ -125,6 +125,36 @@ def test_the_krk_position_is_a_mate_in_three_a_three_ply_search_does_not_see():
     assert AlphaBeta(MaterialEvaluator(), depth=3).search(board).mate_in is None
 
 
+def test_the_krk_check_reports_a_later_mate_as_a_lead_and_not_as_the_mate_in_three():
+    """At 3 plies the untrained weights mate in 5 plies by their move order (1. Kf6 Kg8 2. Rh1
+    Kf8 3. Rh8#, the mate in 3): asked for a mate within 5 plies that is generation 0 for both;
+    asked for one within 3 (no such mate exists) only the lead, within 9, is found."""
+    cfg = td.KRKCheck(workers=1).td_config()
+    out = td.krk_generations(cfg, 0, mate_plies=5, lead_plies=9, check_depth=3, defender_depth=6)
+    assert (out["generations"], out["generations_to_lead"], out["curve"][0]["mate_plies"]) == (0, 0, 5)
+    assert out["curve"][0]["moves"] == "1. Kf6 Kg8 2. Rh1 Kf8 3. Rh8#"
+    out = td.krk_generations(cfg, 0, mate_plies=3, lead_plies=9, check_depth=3, defender_depth=6)
+    assert (out["generations"], out["generations_to_lead"]) == (None, 0)
+    with pytest.raises(ValueError, match="lead_plies must be at least mate_plies"):
+        td.KRKCheck(mate_plies=5, lead_plies=4)
+
+
+def test_the_residual_model_starts_as_the_linear_one_and_its_gradient_is_the_derivative():
+    linear = td.make_model(TDConfig())
+    residual = td.make_model(TDConfig(model="residual", hidden=4, seed=1))
+    rng = np.random.default_rng(2)
+    x = rng.integers(-1, 2, size=(3, td.FEATURES)).astype(np.float64)
+    assert np.allclose(residual.value(x), linear.value(x))  # the hidden layer's output weights start at 0
+    residual.params[-4:] = rng.normal(0, 0.5, 4)
+    g, eps = residual.grad(x), 1e-6
+    for i in (0, 100, td.FEATURES + 5, td.FEATURES * 5 - 1, len(residual.params) - 1):
+        up, down = residual.params.copy(), residual.params.copy()
+        up[i] += eps
+        down[i] -= eps
+        numeric = (td.ResidualValue(None, up, 4).value(x) - td.ResidualValue(None, down, 4).value(x)) / (2 * eps)
+        assert np.allclose(numeric, g[:, i], atol=1e-8), i
+
+
 def test_a_few_generations_on_krk_raise_the_mate_rate_over_the_untrained_weights():
     cfg = TDConfig(
         start="krk", init="zero", depth=1, games=30, random_plies=0, curve_games=0, lr=0.2, workers=1, seed=0
@@ -243,7 +273,7 @@ def test_bad_settings_say_what_is_valid():
     "field, value, message",
     [
         ("learner", "td", "learner must be one of td_leaf, td_lambda; got 'td'"),
-        ("model", "mlp", "model must be one of linear, network; got 'mlp'"),
+        ("model", "mlp", "model must be one of linear, network, residual; got 'mlp'"),
         ("init", "materal", "init must be one of material, random, zero; got 'materal'"),
         ("start", "kqk", "start must be one of standard, krk; got 'kqk'"),
     ],

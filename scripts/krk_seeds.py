@@ -1,0 +1,110 @@
+"""The KRvK check over many seeds: how many generations until the learned evaluation's search
+mates from the mate-in-3 position (training/td.py KRK_FEN), seed by seed.
+
+`chess-pipeline selfplay --krk` (the td_krk asset) stops at the first generation that mates in
+3; this script plays every generation a seed is given, so it shows whether a mate, once found,
+stays found. Each seed is one process playing its games one after another, with td_krk's
+settings (training.td.KRKCheck, its defaults unless given). After each generation (and before
+the first: generation 0, the material weights) one check game is played from KRK_FEN: the
+model's search at the check's depth against the defender that sees every mate in its horizon,
+up to --lead-plies plies. The search is deterministic, so the strict check (a mate within
+KRKCheck.mate_plies, the mate in 3) is this game's first plies: one game answers both questions,
+"does it mate in 3" and "does the learned evaluation lead the search to a mate at all".
+
+    .venv/bin/python scripts/krk_seeds.py --seeds 16 --generations 12 --minutes 8 --out krk-seeds
+
+A line per seed and generation goes to OUT/seed-N.jsonl as it is played (a run stopped by
+--minutes or killed keeps what it had), and the summary, a line per seed, to standard output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def play_seed(
+    seed: int, generations: int, lead_plies: int, games: int, model: str, out: str, deadline: float
+) -> list[dict]:
+    import chess
+
+    from training.td import KRK_FEN, GamePool, KRKCheck, check_game, initial_params, make_model, run_generation
+
+    k = KRKCheck(seed=seed, games=games, model=model, workers=1)
+    cfg = dataclasses.replace(k.td_config(), curve_games=0)
+    params = initial_params(cfg)
+    rows = []
+    path = Path(out) / f"seed-{seed}.jsonl"
+    with GamePool(1) as pool, path.open("w") as f:
+        for g in range(generations + 1):
+            if time.time() > deadline:
+                break
+            row: dict = {"seed": seed, "generation": g}
+            t0 = time.monotonic()
+            if g:
+                gen = run_generation(pool, params, cfg, g)
+                params = gen.params
+                row.update(selfplay_mates=gen.results.get("1-0", 0), games=gen.games, td_error=gen.td_error)
+            t1 = time.monotonic()
+            game = check_game(
+                make_model(cfg, params), chess.Board(KRK_FEN), k.check_depth, lead_plies, k.defender_depth
+            )
+            plies = game.plies if game.result == "1-0" else None
+            row.update(
+                mate_plies=plies,
+                mate_in_3=plies is not None and plies <= k.mate_plies,
+                moves=" ".join(str(game.game.mainline_moves()).split()[:12]),
+                selfplay_s=round(t1 - t0, 1),
+                check_s=round(time.monotonic() - t1, 1),
+            )
+            rows.append(row)
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+    return rows
+
+
+def first(rows: list[dict], key) -> int | None:
+    return next((r["generation"] for r in rows if key(r)), None)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, default=4, help="seeds 0..N-1, one process each (default 4)")
+    ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--generations", type=int, default=8, help="generations per seed (default 8)")
+    ap.add_argument("--games", type=int, default=40, help="self-play games a generation (KRKCheck's 40)")
+    ap.add_argument("--model", default="linear", help="the evaluation learnt: linear, network or residual")
+    ap.add_argument("--lead-plies", type=int, default=60, help="plies the check game may take to mate (default 60)")
+    ap.add_argument("--minutes", type=float, default=0, help="start no generation after this (0: no bound)")
+    ap.add_argument("--out", required=True, help="folder of the per-seed JSON lines")
+    args = ap.parse_args(argv)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    deadline = time.time() + args.minutes * 60 if args.minutes else float("inf")
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    with ProcessPoolExecutor(len(seeds), mp_context=get_context("spawn")) as ex:
+        futures = {
+            s: ex.submit(play_seed, s, args.generations, args.lead_plies, args.games, args.model, args.out, deadline)
+            for s in seeds
+        }
+        results = {s: f.result() for s, f in futures.items()}
+    print("seed  generations  first mate in 3  first mate (any)  mate in 3 at  mate plies by generation")
+    for s, rows in results.items():
+        strict = [r["generation"] for r in rows if r["mate_in_3"]]
+        plies = ",".join("-" if r["mate_plies"] is None else str(r["mate_plies"]) for r in rows)
+        print(
+            f"{s:>4}  {len(rows) - 1:>11}  {str(first(rows, lambda r: r['mate_in_3'])):>15}  "
+            f"{str(first(rows, lambda r: r['mate_plies'] is not None)):>16}  {strict}  {plies}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
