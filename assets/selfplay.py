@@ -250,7 +250,9 @@ def krk_curve_md(curve: list[dict]) -> str:
             played = f"{md_cell(json.dumps(c['results']))} | {c['mate_rate']:.0%} | {c['td_error']:.5f}"
         else:
             played = "(untrained) | | "
-        mate = f"in {c['mate_plies']} plies" if c["mate_plies"] else "no"  # past mate_plies: a lead only
+        mate = f"in {c['mate_plies']} plies" if c["mate_plies"] else "no"
+        if c["mate_plies"] and not c.get("mate_in_3", True):
+            mate += " (a lead, not the mate in 3)"
         lines.append(f"| {c['generation']} | {played} | {md_cell(c.get('moves', ''))} | {mate} |")
     return "\n".join(lines)
 

@@ -2,8 +2,9 @@
 
 The rule (simple enough to check by hand in the report):
 
-1. The budget is H hours from the command's start. Ingest, labels and the datasets run first and
-   are not cut; their measured time is taken off the budget.
+1. The budget is H hours of run time, counted from the command's start (and over every command
+   that goes on with it, rule 5). Ingest, labels and the datasets run first and are not cut;
+   their measured time is taken off the budget.
 2. Of what is left when the first model starts, TRAIN_SHARE (three quarters) is training time;
    the rest is kept for the evaluation and the report, which are not cut either (the report
    states the whole run's time against the budget).
@@ -17,10 +18,11 @@ The rule (simple enough to check by hand in the report):
 4. A share below MIN_MINUTES is raised to it (a model needs some steps to be a model); the
    budget is then overrun, and the report says by how much.
 
-5. The budget outlives the command (BudgetLedger, `reproduction/budget.json` in the store): a
-   command killed and run again with the same settings goes on with it, counting the time each
-   command ran (not the time between them) and keeping the training pool and shares already
-   fixed. A command that ends with every step done closes it; the next command starts a new one.
+5. The budget outlives the command (BudgetLedger, `reproduction/budget-<settings>.json` in the
+   store): a command killed, or ended with failed steps, and run again with the same settings
+   goes on with it, counting the time each command ran (not the time between them) and keeping
+   the training pool and shares already fixed. A command that ends with every step done closes
+   it, and the next starts a new one; so does `--new-budget`.
 
 A run's share is its training's `max_minutes` (training.train.TrainConfig: pretraining gets at
 most half of it, PRETRAIN_SHARE), or the profile's own bound where that is smaller; training
@@ -29,6 +31,7 @@ stops there and the run's metadata and the report say so. Nothing here knows Dag
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import threading
@@ -49,7 +52,7 @@ MIN_MINUTES = 1.0
 @dataclass
 class TimeBudget:
     hours: float
-    """The whole command's budget in hours (> 0)."""
+    """The budget in hours of run time (> 0): the command's, and its re-runs' (BudgetLedger)."""
     train_share: float = TRAIN_SHARE
     """The share of what is left when training starts that the model runs get."""
     training_from: float | None = None
@@ -110,21 +113,27 @@ class TimeBudget:
         return out
 
 
-LEDGER = "reproduction/budget.json"
-"""Where in the store a command's budget is kept between commands (BudgetLedger)."""
+LEDGER_DIR = "reproduction"
+"""Where in the store the budgets are kept between commands (BudgetLedger), a file per settings."""
 LEDGER_VERSION = 1
 HEARTBEAT_S = 30.0
 """How often a running command writes what it has spent: a killed command loses at most this."""
+
+
+def ledger_name(key: str) -> str:
+    """The ledger file of the settings `key` (one per settings: another command never replaces it)."""
+    return f"budget-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
 class BudgetLedger:
     """A time budget that outlives the command spending it (rule 5): the seconds every command
     with the same settings has run, and the budget's state (training pool, shares, overheads).
 
-    `open` continues the ledger at `path` when it was written by a command with the same `key`
-    that did not finish, else starts a new one. `save` writes it atomically (after each step, and
-    every HEARTBEAT_S from `heartbeat`), so a command killed at any point has its time counted to
-    within HEARTBEAT_S; `save(finished=True)` closes it."""
+    `open` continues the ledger at `path` when a command with the same `key` wrote it and did not
+    finish, else starts a new one. `save` writes it atomically (after each step, and every
+    HEARTBEAT_S from `heartbeat`), so a command killed at any point has its time counted to
+    within HEARTBEAT_S; `save(finished=True)` closes it. Changes of the budget go through
+    `changing()`, so a heartbeat never saves one half made."""
 
     def __init__(self, path: StorePath, key: str, budget: TimeBudget, spent_before: float = 0.0, commands: int = 1):
         self.path = path
@@ -136,17 +145,14 @@ class BudgetLedger:
         """The commands that have run this budget, this one included."""
         self.started = time.monotonic()
         self._lock = threading.Lock()
+        self.save_error: str = ""
+        """Why the last save failed ('' when it did not): the command goes on, the ledger is behind."""
 
     @classmethod
-    def open(cls, path: StorePath, key: str, hours: float) -> BudgetLedger:
-        data = _read_json(path)
-        same = (
-            data.get("version") == LEDGER_VERSION
-            and data.get("key") == key
-            and not data.get("finished")
-            and data.get("budget", {}).get("hours") == hours
-        )
-        if not same:
+    def open(cls, path: StorePath, key: str, hours: float, new: bool = False) -> BudgetLedger:
+        """The ledger of `key` at `path`: continued when open (not finished), else (or with `new`) a new one."""
+        data = {} if new else _read_json(path)
+        if data.get("version") != LEDGER_VERSION or data.get("key") != key or data.get("finished"):
             return cls(path, key, TimeBudget(hours))
         b = data["budget"]
         budget = TimeBudget(
@@ -163,10 +169,16 @@ class BudgetLedger:
         """Seconds this budget has run: the earlier commands' and this one's so far."""
         return self.spent_before + time.monotonic() - self.started
 
-    def save(self, finished: bool = False) -> None:
-        from pipeline.store import atomic_path
+    def changing(self):
+        """Hold while changing the budget (TimeBudget.model_minutes, finished): no save sees it half made."""
+        return self._lock
 
-        with self._lock:  # the heartbeat's write never lands after a newer one
+    def save(self, finished: bool = False) -> bool:
+        """Write the ledger; False (and `save_error`) when the store refused it: the spending goes on,
+        a re-run would count less of it, so the caller says so rather than stopping the command."""
+        from pipeline.store import write_json
+
+        with self._lock:  # a heartbeat's write never lands after a newer one, nor mid-change
             b = self.budget
             data = {
                 "version": LEDGER_VERSION,
@@ -183,17 +195,28 @@ class BudgetLedger:
                     "overheads": list(b.overheads),
                 },
             }
-            with atomic_path(self.path) as tmp:
-                tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+            try:
+                write_json(self.path, data)
+            except Exception as e:  # noqa: BLE001 - bookkeeping: never the reason a night's run stops
+                self.save_error = f"{type(e).__name__}: {e}"
+                return False
+            self.save_error = ""
+            return True
 
     @contextmanager
-    def heartbeat(self, every_s: float = HEARTBEAT_S):
-        """Save every `every_s` seconds while the block runs (a daemon thread)."""
+    def heartbeat(self, every_s: float = HEARTBEAT_S, warn=None):
+        """Save every `every_s` seconds while the block runs (a daemon thread); `warn` is told
+        (once until a save works again) when a save fails."""
         stop = threading.Event()
 
         def beat():
+            warned = False
             while not stop.wait(every_s):
-                self.save()
+                if self.save():
+                    warned = False
+                elif not warned and warn is not None:
+                    warn(f"the time budget's ledger {self.path} could not be saved ({self.save_error})")
+                    warned = True
 
         thread = threading.Thread(target=beat, name="budget-ledger", daemon=True)
         thread.start()
@@ -207,15 +230,9 @@ class BudgetLedger:
 def _read_json(path: StorePath) -> dict:
     """The JSON object at `path` (a local file or an S3 object); {} when absent or unreadable."""
     from pipeline import storage
-    from pipeline.storage import ObjectPath
 
     try:
-        if isinstance(path, ObjectPath):
-            fetched = storage.get(path)
-            text = fetched.data if fetched is not None else b"{}"
-        else:
-            text = path.read_text()
-        data = json.loads(text)
+        data = json.loads(storage.read_bytes(path))
     except (FileNotFoundError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

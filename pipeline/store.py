@@ -233,7 +233,7 @@ class Store:
             else:
                 storage.put(self.index_path, data, if_none_match=True)
         else:
-            _write_json(self.index_path, index)
+            write_json(self.index_path, index)
 
     def scan_archives(self, hash_budget_s: float | None = None) -> ArchiveScan:
         """Walk the archives folder once (links followed, loops cut, each real file once),
@@ -582,7 +582,8 @@ def _read_index(path: Path) -> dict:
         return {}
 
 
-def _write_json(path: Path, data: dict) -> None:
+def write_json(path: StorePath, data: dict) -> None:
+    """Write `data` as JSON at `path` (a file or an S3 object) atomically; a full disk says so in one line."""
     try:
         with atomic_path(path) as tmp:
             tmp.write_text(json.dumps(data, indent=1, sort_keys=True))

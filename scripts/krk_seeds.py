@@ -2,16 +2,14 @@
 mates from the mate-in-3 position (training/td.py KRK_FEN), seed by seed.
 
 `chess-pipeline selfplay --krk` (the td_krk asset) stops at the first generation that mates in
-3; this script plays every generation a seed is given, so it shows whether a mate, once found,
-stays found. Each seed is one process playing its games one after another, with td_krk's
-settings (training.td.KRKCheck, its defaults unless given). After each generation (and before
-the first: generation 0, the material weights) one check game is played from KRK_FEN: the
-model's search at the check's depth against the defender that sees every mate in its horizon,
-up to --lead-plies plies. The search is deterministic, so the strict check (a mate within
-KRKCheck.mate_plies, the mate in 3) is this game's first plies: one game answers both questions,
-"does it mate in 3" and "does the learned evaluation lead the search to a mate at all".
+3; this script plays every generation a seed is given (training.td.krk_generations with
+stop_at_mate off), so it shows whether a mate, once found, stays found. Each seed is one process
+playing its games one after another, with td_krk's settings (training.td.KRKCheck's defaults,
+--model and --lead-plies aside). After each generation (and before the first: generation 0, the
+material weights) the check's game is played from KRK_FEN to --lead-plies plies: one game
+answers both "does it mate in 3" and "does the learned evaluation lead the search to a mate".
 
-    .venv/bin/python scripts/krk_seeds.py --seeds 16 --generations 12 --minutes 8 --out krk-seeds
+    .venv/bin/python scripts/krk_seeds.py --seeds 16 --generations 16 --minutes 7 --out krk-seeds
 
 A line per seed and generation goes to OUT/seed-N.jsonl as it is played (a run stopped by
 --minutes or killed keeps what it had), and the summary, a line per seed, to standard output.
@@ -20,54 +18,52 @@ A line per seed and generation goes to OUT/seed-N.jsonl as it is played (a run s
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
+from typing import get_args
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from training.td import ModelKind  # noqa: E402
+
+
+class _OutOfTime(Exception):
+    pass
 
 
 def play_seed(
     seed: int, generations: int, lead_plies: int, games: int, model: str, out: str, deadline: float
 ) -> list[dict]:
-    import chess
+    from training.td import KRKCheck, krk_generations
 
-    from training.td import KRK_FEN, GamePool, KRKCheck, check_game, initial_params, make_model, run_generation
+    k = KRKCheck(seed=seed, games=games, model=model, lead_plies=lead_plies, workers=1)
+    rows: list[dict] = []
+    with (Path(out) / f"seed-{seed}.jsonl").open("w") as f:
 
-    k = KRKCheck(seed=seed, games=games, model=model, workers=1)
-    cfg = dataclasses.replace(k.td_config(), curve_games=0)
-    params = initial_params(cfg)
-    rows = []
-    path = Path(out) / f"seed-{seed}.jsonl"
-    with GamePool(1) as pool, path.open("w") as f:
-        for g in range(generations + 1):
-            if time.time() > deadline:
-                break
-            row: dict = {"seed": seed, "generation": g}
-            t0 = time.monotonic()
-            if g:
-                gen = run_generation(pool, params, cfg, g)
-                params = gen.params
-                row.update(selfplay_mates=gen.results.get("1-0", 0), games=gen.games, td_error=gen.td_error)
-            t1 = time.monotonic()
-            game = check_game(
-                make_model(cfg, params), chess.Board(KRK_FEN), k.check_depth, lead_plies, k.defender_depth
-            )
-            plies = game.plies if game.result == "1-0" else None
-            row.update(
-                mate_plies=plies,
-                mate_in_3=plies is not None and plies <= k.mate_plies,
-                moves=" ".join(str(game.game.mainline_moves()).split()[:12]),
-                selfplay_s=round(t1 - t0, 1),
-                check_s=round(time.monotonic() - t1, 1),
-            )
-            rows.append(row)
-            f.write(json.dumps(row) + "\n")
+        def write(row: dict) -> None:
+            rows.append({"seed": seed, **row})
+            f.write(json.dumps(rows[-1]) + "\n")
             f.flush()
+            if time.time() > deadline:
+                raise _OutOfTime
+
+        try:
+            krk_generations(
+                k.td_config(),
+                generations,
+                mate_plies=k.mate_plies,
+                defender_depth=k.defender_depth,
+                check_depth=k.check_depth,
+                lead_plies=k.lead_plies,
+                stop_at_mate=False,
+                on_row=write,
+            )
+        except _OutOfTime:
+            pass
     return rows
 
 
@@ -81,7 +77,7 @@ def main(argv=None) -> int:
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--generations", type=int, default=8, help="generations per seed (default 8)")
     ap.add_argument("--games", type=int, default=40, help="self-play games a generation (KRKCheck's 40)")
-    ap.add_argument("--model", default="linear", help="the evaluation learnt: linear, network or residual")
+    ap.add_argument("--model", default="linear", choices=get_args(ModelKind), help="the evaluation learnt")
     ap.add_argument("--lead-plies", type=int, default=60, help="plies the check game may take to mate (default 60)")
     ap.add_argument("--minutes", type=float, default=0, help="start no generation after this (0: no bound)")
     ap.add_argument("--out", required=True, help="folder of the per-seed JSON lines")

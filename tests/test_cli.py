@@ -419,7 +419,7 @@ def test_errors_end_in_one_line_and_debug_shows_the_traceback(tmp_path, capsys, 
             (["report", "no_such_report"], "no report"),
             (["evaluate", "nosuch"], "no model nosuch"),
             (["label", "--depth", "x"], "invalid int value: 'x' (see `chess-pipeline label --help`)"),
-            (["label", "--shard-lease", "5"], "shard_lease_ttl_s must be a number of seconds, at least 10"),
+            (["label", "--shard-lease", "5"], "--shard-lease must be at least 10 seconds (default 120), got 5"),
             (["nosuch"], "invalid choice: 'nosuch'"),
         ]
         for argv, expect in cases:

@@ -3,6 +3,7 @@ config, and the report is given the budget; the job's steps run through a record
 `materialize` on a clock the test moves (no training: what each run is configured with is the
 point), the real definitions, op configs and TrainConfig derivation."""
 
+import dataclasses
 import json
 import time
 from types import SimpleNamespace
@@ -143,7 +144,7 @@ def test_a_command_run_again_goes_on_with_the_budget_its_ledger_kept(tmp_path, m
     cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), profile="full", hours=1.0,
                              models=("mlp_bitmap_3class",))  # fmt: skip
     store = Store(tmp_path / "store")
-    path = store.root / budget_module.LEDGER
+    path = store.root / budget_module.LEDGER_DIR / budget_module.ledger_name(rp.budget_key(cfg))
     earlier = budget_module.BudgetLedger.open(path, rp.budget_key(cfg), cfg.hours)
     earlier.spent_before = 1200.0
     earlier.save()
@@ -163,3 +164,64 @@ def test_a_command_run_again_goes_on_with_the_budget_its_ledger_kept(tmp_path, m
     assert saved["commands"] == 2 and not saved["finished"]
     assert saved["spent_s"] == pytest.approx(1200.0 + clock[0], abs=0.01)  # saved after the last step
     assert set(saved["budget"]["shares"]) == {n for n, _ in runs}
+
+
+def _ledger_of(store: Store, cfg) -> dict:
+    from pipeline.budget import LEDGER_DIR, ledger_name
+
+    return json.loads((store.root / LEDGER_DIR / ledger_name(rp.budget_key(cfg))).read_text())
+
+
+def test_the_command_closes_its_budget_only_when_every_step_is_done(tmp_path, monkeypatch, capsys):
+    """reproduce() itself (the steps stand in: what they return, or raise): a command with failed
+    steps, or stopped, leaves its budget open and the next goes on with it; a finished command
+    closes it; other settings have a budget of their own; --new-budget starts afresh."""
+    (tmp_path / "a.pgn").write_text("")
+    store = Store(tmp_path / "store")
+    outcome: list = [["m: failed"]]
+
+    def steps(store, instance, cfg, started, ledger):
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
+
+    monkeypatch.setattr(rp, "_reproduce", steps)
+    cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), hours=1.0, models=("mlp_bitmap_3class",))
+    with dg.DagsterInstance.ephemeral() as instance:
+        rp.reproduce(store, instance, cfg)  # a step failed: open
+        assert _ledger_of(store, cfg)["commands"] == 1 and not _ledger_of(store, cfg)["finished"]
+        outcome[0] = KeyboardInterrupt()
+        with pytest.raises(KeyboardInterrupt):
+            rp.reproduce(store, instance, cfg)  # stopped: saved on the way out, still open
+        assert _ledger_of(store, cfg)["commands"] == 2 and not _ledger_of(store, cfg)["finished"]
+        other = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), hours=1.0, models=("lubeck_wdl_mlp",))
+        outcome[0] = []
+        rp.reproduce(store, instance, other)  # other settings: a budget of their own, closed at once
+        assert _ledger_of(store, other) == {**_ledger_of(store, other), "commands": 1, "finished": True}
+        # The same settings written otherwise (a relative folder) go on with the open budget, and close it.
+        monkeypatch.chdir(tmp_path)
+        same = rp.ReproduceConfig(data=".", suites=str(tmp_path), hours=1.0, models=("mlp_bitmap_3class",))
+        rp.reproduce(store, instance, same)
+        assert "going on with the budget of 2 earlier command(s)" in capsys.readouterr().out
+        assert _ledger_of(store, cfg)["commands"] == 3 and _ledger_of(store, cfg)["finished"]
+        outcome[0] = ["m: failed"]
+        rp.reproduce(store, instance, cfg)  # closed: a new budget
+        rp.reproduce(store, instance, dataclasses.replace(cfg, new_budget=True))  # open, but asked afresh
+        assert _ledger_of(store, cfg)["commands"] == 1
+
+
+def test_a_store_that_refuses_the_ledger_is_said_and_the_command_goes_on(tmp_path, monkeypatch, capsys):
+    (tmp_path / "a.pgn").write_text("")
+    store = Store(tmp_path / "store")
+    ran = []
+    monkeypatch.setattr(rp, "_reproduce", lambda *a: ran.append(1) or [])
+
+    def full(path, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("pipeline.store.write_json", full)
+    cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), hours=1.0, models=("mlp_bitmap_3class",))
+    with dg.DagsterInstance.ephemeral() as instance:
+        assert rp.reproduce(store, instance, cfg) == [] and ran
+    err = capsys.readouterr().err
+    assert "the time budget's ledger" in err and "could not be saved (OSError" in err and "Traceback" not in err

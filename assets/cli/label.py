@@ -144,6 +144,13 @@ def config_from_args(args: argparse.Namespace):
         limit = Limit("nodes", args.nodes)
     else:
         limit = Limit("depth", args.depth)
+    from pipeline.labels import SHARD_LEASE_MIN_TTL_S, SHARD_LEASE_TTL_S
+
+    if not args.shard_lease >= SHARD_LEASE_MIN_TTL_S:  # said as the flag, not as the run config's field
+        raise SystemExit(
+            f"chess-pipeline label: --shard-lease must be at least {SHARD_LEASE_MIN_TTL_S:g} seconds "
+            f"(default {SHARD_LEASE_TTL_S:g}), got {args.shard_lease:g}"
+        )
     run = from_namespace(
         LabelRun, args, names=RUN_FLAGS, limit=limit, max_positions=args.limit, shard_lease_ttl_s=args.shard_lease
     )

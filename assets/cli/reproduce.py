@@ -59,9 +59,12 @@ class ReproduceConfig:
     max_train_rows: int = -1
     """At most this many train rows a model, below its profile's (0 or -1: the profile's); stated in the report."""
     hours: float = 0.0
-    """Time budget of the whole command in hours (0: none): each model run trains at most an equal share of the
+    """Time budget in hours of run time (0: none): each model run trains at most an equal share of the
     training time left (pipeline.budget: 3/4 of what ingest, labels and datasets leave), below its profile's
-    bound; the report says where each model's training stopped."""
+    bound; the report says where each model's training stopped. A command killed, or ended with failed steps,
+    and run again with the same settings goes on with its budget."""
+    new_budget: bool = False
+    """With --hours: start a new time budget even where an earlier command with these settings left one open."""
     quick_eval: bool = False
     """The evaluation's quick settings (evaluate --quick: fewer suite positions at 1 ply, fewer openings, a
     small Lubeck grid)."""
@@ -110,6 +113,8 @@ def check_config(cfg: ReproduceConfig) -> None:
         raise SystemExit(
             f"chess-pipeline reproduce: --hours must be a number of hours, 0 or more (0: no budget), got {cfg.hours}"
         )
+    if cfg.new_budget and not cfg.hours:
+        raise SystemExit("chess-pipeline reproduce: --new-budget starts a time budget: give it with --hours H")
 
 
 STEP_KINDS = ("dataset", "model", "evaluation")
@@ -410,7 +415,8 @@ def run_steps(
             base = name.removeprefix(PUBLISHED_SPLIT)
             # The model runs still to come that will train: not kept, not skipped by a failure so far.
             to_come = [n for n in names[i - 1 :] if n in trains and not blocked_by(n, failed, deps_of)]
-            minutes = budget.model_minutes(name, elapsed(), len(to_come))
+            with ledger.changing() if ledger is not None else contextlib.nullcontext():
+                minutes = budget.model_minutes(name, elapsed(), len(to_come))
             ops[name] = train_run(cfg, base, minutes)
             schedules[name] = schedule_text(cfg, base, minutes)
             print(f"{head}: time budget share {minutes:g} min", flush=True)
@@ -435,9 +441,10 @@ def run_steps(
         )
         took = time.monotonic() - start
         if budget is not None and name in budget.shares:
-            budget.finished(name, took)
+            with ledger.changing() if ledger is not None else contextlib.nullcontext():
+                budget.finished(name, took)
         if ledger is not None:
-            ledger.save()
+            save_ledger(ledger)
         if result.success:
             outcomes[name] = "done"
             print(f"{head}: done in {took:.1f} s", flush=True)
@@ -450,22 +457,32 @@ def run_steps(
 
 def reproduce(store: Store, instance: dg.DagsterInstance, cfg: ReproduceConfig) -> list[str]:
     """Ingest, labels, then the job's assets; the failed steps (empty: all done)."""
-    from pipeline.budget import LEDGER, BudgetLedger
+    from pipeline.budget import LEDGER_DIR, BudgetLedger, ledger_name
 
     started = time.monotonic()  # the time budget (--hours) counts from here, or goes on (BudgetLedger)
-    ledger = BudgetLedger.open(store.root / LEDGER, budget_key(cfg), cfg.hours) if cfg.hours else None
-    if ledger is not None:
+    check_models(cfg.models)  # a bad setting is said before a budget is opened or saved
+    select_archives(cfg)
+    if not Path(cfg.suites).expanduser().is_dir():
+        raise SystemExit(f"chess-pipeline reproduce: {cfg.suites}: no such folder (give the EPD suites with --suites)")
+    ledger = None
+    if cfg.hours:
+        key = budget_key(cfg)
+        ledger = BudgetLedger.open(store.root / LEDGER_DIR / ledger_name(key), key, cfg.hours, new=cfg.new_budget)
         if ledger.commands > 1:
             print(
                 f"time budget {cfg.hours:g} h: going on with the budget of {ledger.commands - 1} earlier command(s) "
-                f"with these settings, {ledger.spent_before / 60:.1f} min spent",
+                f"with these settings, {ledger.spent_before / 60:.1f} min spent (--new-budget starts afresh)",
                 flush=True,
             )
-        ledger.save()
-    with ledger.heartbeat() if ledger is not None else contextlib.nullcontext():
-        failures = _reproduce(store, instance, cfg, started, ledger)
+        save_ledger(ledger)
+    failures: list[str] | None = None  # None: stopped before the end
+    try:
+        with ledger.heartbeat(warn=warn) if ledger is not None else contextlib.nullcontext():
+            failures = _reproduce(store, instance, cfg, started, ledger)
+    finally:  # failed steps, or stopped: the command run again goes on with the budget
+        if ledger is not None:
+            save_ledger(ledger, finished=failures == [])
     if ledger is not None:
-        ledger.save(finished=not failures)  # failed steps: the command run again goes on with the budget
         took = ledger.elapsed()
         verdict = "within it" if took <= cfg.hours * 3600 else f"over it by {(took - cfg.hours * 3600) / 60:.1f} min"
         so_far = f", {took / 60:.1f} min over {ledger.commands} commands" if ledger.commands > 1 else ""
@@ -475,8 +492,27 @@ def reproduce(store: Store, instance: dg.DagsterInstance, cfg: ReproduceConfig) 
 
 
 def budget_key(cfg: ReproduceConfig) -> str:
-    """The settings a time budget belongs to: a command with other settings starts a new one."""
-    return json.dumps({k: v for k, v in asdict(cfg).items() if k != "workers"}, sort_keys=True)
+    """The settings a time budget belongs to: a command with other settings starts a new one. The
+    same settings written otherwise are the same (a relative folder, the models' order, 0 or -1
+    train rows); the workers and --new-budget are not settings of what is made."""
+    key = {k: v for k, v in asdict(cfg).items() if k not in ("workers", "new_budget")}
+    key.update(
+        data=str(Path(cfg.data).expanduser().resolve()),
+        suites=str(Path(cfg.suites).expanduser().resolve()),
+        models=sorted(check_models(cfg.models)),
+        max_train_rows=max(cfg.max_train_rows, 0),
+    )
+    return json.dumps(key, sort_keys=True)
+
+
+def warn(message: str) -> None:
+    print(f"chess-pipeline reproduce: {message}", file=sys.stderr, flush=True)
+
+
+def save_ledger(ledger, finished: bool = False) -> None:
+    """Save the budget's ledger; a store that refuses it is said in one line, and the command goes on."""
+    if not ledger.save(finished=finished):
+        warn(f"the time budget's ledger {ledger.path} could not be saved ({ledger.save_error})")
 
 
 def _reproduce(store: Store, instance: dg.DagsterInstance, cfg: ReproduceConfig, started: float, ledger) -> list[str]:
@@ -487,8 +523,6 @@ def _reproduce(store: Store, instance: dg.DagsterInstance, cfg: ReproduceConfig,
 
     models = check_models(cfg.models)
     paths = select_archives(cfg)
-    if not Path(cfg.suites).expanduser().is_dir():
-        raise SystemExit(f"chess-pipeline reproduce: {cfg.suites}: no such folder (give the EPD suites with --suites)")
     keys, ingested = ingest_missing(store, instance, paths, cfg.workers)
     materialize([duckdb_views], store, instance)
     setting = (
@@ -499,7 +533,7 @@ def _reproduce(store: Store, instance: dg.DagsterInstance, cfg: ReproduceConfig,
     labelled = label.label(store, instance, setting, StockfishResource(workers=cfg.workers))
     label.print_result(labelled)
     if ledger is not None:
-        ledger.save()
+        save_ledger(ledger)
     outcomes = {
         "archive_tables": "done" if ingested else "kept",
         "labels": "done" if labelled.metadata.labelled else "kept",
@@ -557,6 +591,7 @@ def add_parser(sub) -> None:
     add_field_flag(s, ReproduceConfig, "max_epochs", "--max-epochs", metavar="N")
     add_field_flag(s, ReproduceConfig, "max_train_rows", "--max-train-rows", metavar="N")
     add_field_flag(s, ReproduceConfig, "hours", "--hours", metavar="H")
+    add_field_flag(s, ReproduceConfig, "new_budget", "--new-budget", action="store_true")
     add_field_flag(s, ReproduceConfig, "quick_eval", "--quick-eval", action="store_true", help=quick_eval_help())
     add_field_flag(
         s, ReproduceConfig, "openings", "--openings", metavar="N", help=openings_help() + " (default {default})"

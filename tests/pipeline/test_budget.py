@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.budget import LEDGER, MIN_MINUTES, TRAIN_SHARE, BudgetLedger, TimeBudget
+from pipeline.budget import MIN_MINUTES, TRAIN_SHARE, BudgetLedger, TimeBudget
 
 
 def test_each_run_gets_an_equal_part_of_the_training_time_still_left():
@@ -62,7 +62,7 @@ def test_the_time_runs_take_beyond_their_shares_comes_off_the_next_shares():
 
 
 def test_a_ledger_goes_on_with_the_same_settings_until_a_command_finishes_it(tmp_path):
-    path = tmp_path / "store" / LEDGER
+    path = tmp_path / "store" / "reproduction" / "budget.json"
     first = BudgetLedger.open(path, "settings A", 2.0)
     assert (first.commands, first.spent_before) == (1, 0.0)
     first.budget.model_minutes("m", elapsed=600, runs_left=4)  # training began 10 minutes in
@@ -79,17 +79,16 @@ def test_a_ledger_goes_on_with_the_same_settings_until_a_command_finishes_it(tmp
         old.overheads,
     )
     assert again.elapsed() >= 1500.0
-    # Other settings, or other hours: a budget of their own.
+    # Other settings (their own file in the command: pipeline.budget.ledger_name), or asked afresh.
     assert BudgetLedger.open(path, "settings B", 2.0).commands == 1
-    assert BudgetLedger.open(path, "settings A", 3.0).commands == 1
+    assert BudgetLedger.open(path, "settings A", 2.0, new=True).commands == 1
     again.save(finished=True)  # every step done: the next command starts afresh
     fresh = BudgetLedger.open(path, "settings A", 2.0)
     assert (fresh.commands, fresh.spent_before, fresh.budget.training_from) == (1, 0.0, None)
 
 
 def test_an_unreadable_ledger_starts_a_new_budget(tmp_path):
-    path = tmp_path / LEDGER
-    path.parent.mkdir(parents=True)
+    path = tmp_path / "budget.json"
     path.write_text("{half a file")
     assert BudgetLedger.open(path, "k", 1.0).commands == 1
 
@@ -97,7 +96,7 @@ def test_an_unreadable_ledger_starts_a_new_budget(tmp_path):
 def test_a_command_killed_mid_step_has_its_time_counted_to_within_a_heartbeat(tmp_path):
     """SIGKILL a real process spending the budget (no save after its start but the heartbeat's):
     the next command goes on from what the heartbeat last wrote."""
-    path = tmp_path / LEDGER
+    path = tmp_path / "budget.json"
     code = (
         "import sys, time\n"
         "from pathlib import Path\n"
@@ -113,7 +112,7 @@ def test_a_command_killed_mid_step_has_its_time_counted_to_within_a_heartbeat(tm
     try:
         assert proc.stdout.readline().strip() == "running"
         t0 = time.monotonic()
-        time.sleep(1.5)
+        time.sleep(3.0)
         proc.send_signal(signal.SIGKILL)
         ran = time.monotonic() - t0
     finally:
@@ -121,4 +120,6 @@ def test_a_command_killed_mid_step_has_its_time_counted_to_within_a_heartbeat(tm
         proc.wait()
     resumed = BudgetLedger.open(path, "k", 1.0)
     assert resumed.commands == 2
-    assert ran - 0.5 <= resumed.spent_before <= ran + 1.0  # to within a heartbeat (and the start-up)
+    # Counted to within a heartbeat (0.1 s, more on a loaded machine) and the start-up: the
+    # command's only other save was at 0 s.
+    assert ran - 1.5 <= resumed.spent_before <= ran + 1.0

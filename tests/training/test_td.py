@@ -137,6 +137,12 @@ def test_the_krk_check_reports_a_later_mate_as_a_lead_and_not_as_the_mate_in_thr
     assert (out["generations"], out["generations_to_lead"]) == (None, 0)
     with pytest.raises(ValueError, match="lead_plies must be at least mate_plies"):
         td.KRKCheck(mate_plies=5, lead_plies=4)
+    # Not stopping at the mate: the generations after it are played and checked too, row by row.
+    rows = []
+    cfg = td.KRKCheck(games=2, workers=1).td_config()
+    out = td.krk_generations(cfg, 1, mate_plies=5, lead_plies=9, check_depth=3, stop_at_mate=False, on_row=rows.append)
+    assert out["generations"] == 0 and [r["generation"] for r in rows] == [0, 1] and rows == out["curve"]
+    assert sum(rows[1]["results"].values()) == 2
 
 
 def test_the_residual_model_starts_as_the_linear_one_and_its_gradient_is_the_derivative():
