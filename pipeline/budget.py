@@ -32,7 +32,6 @@ stops there and the run's metadata and the report say so. Nothing here knows Dag
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import threading
 import time
@@ -151,7 +150,9 @@ class BudgetLedger:
     @classmethod
     def open(cls, path: StorePath, key: str, hours: float, new: bool = False) -> BudgetLedger:
         """The ledger of `key` at `path`: continued when open (not finished), else (or with `new`) a new one."""
-        data = {} if new else _read_json(path)
+        from pipeline.store import read_json
+
+        data = {} if new else read_json(path)
         if data.get("version") != LEDGER_VERSION or data.get("key") != key or data.get("finished"):
             return cls(path, key, TimeBudget(hours))
         b = data["budget"]
@@ -225,14 +226,3 @@ class BudgetLedger:
         finally:
             stop.set()
             thread.join()
-
-
-def _read_json(path: StorePath) -> dict:
-    """The JSON object at `path` (a local file or an S3 object); {} when absent or unreadable."""
-    from pipeline import storage
-
-    try:
-        data = json.loads(storage.read_bytes(path))
-    except (FileNotFoundError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}

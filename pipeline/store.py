@@ -220,7 +220,7 @@ class Store:
                 return json.loads(fetched.data), fetched.etag
             except ValueError:
                 return {}, fetched.etag
-        return _read_index(self.index_path), None
+        return read_json(self.index_path), None
 
     def _write_index(self, index: dict, etag: str | None) -> None:
         """Locally: atomically (under the index lock). On S3: a PUT conditional on the object being
@@ -575,11 +575,13 @@ def _walk_archives(top: Path) -> tuple[list[tuple[str, Path, os.stat_result]], l
     return files, dangling
 
 
-def _read_index(path: Path) -> dict:
+def read_json(path: StorePath) -> dict:
+    """The JSON object at `path` (a file or an S3 object); {} when absent or unreadable."""
     try:
-        return json.loads(path.read_text())
+        data = json.loads(storage.read_bytes(path))
     except (FileNotFoundError, ValueError):
         return {}
+    return data if isinstance(data, dict) else {}
 
 
 def write_json(path: StorePath, data: dict) -> None:

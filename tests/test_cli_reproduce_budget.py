@@ -180,7 +180,7 @@ def test_the_command_closes_its_budget_only_when_every_step_is_done(tmp_path, mo
     store = Store(tmp_path / "store")
     outcome: list = [["m: failed"]]
 
-    def steps(store, instance, cfg, started, ledger):
+    def steps(store, instance, cfg, models, paths, started, ledger):
         if isinstance(outcome[0], BaseException):
             raise outcome[0]
         return outcome[0]

@@ -460,8 +460,8 @@ def reproduce(store: Store, instance: dg.DagsterInstance, cfg: ReproduceConfig) 
     from pipeline.budget import LEDGER_DIR, BudgetLedger, ledger_name
 
     started = time.monotonic()  # the time budget (--hours) counts from here, or goes on (BudgetLedger)
-    check_models(cfg.models)  # a bad setting is said before a budget is opened or saved
-    select_archives(cfg)
+    models = check_models(cfg.models)  # a bad setting is said before a budget is opened or saved
+    paths = select_archives(cfg)
     if not Path(cfg.suites).expanduser().is_dir():
         raise SystemExit(f"chess-pipeline reproduce: {cfg.suites}: no such folder (give the EPD suites with --suites)")
     ledger = None
@@ -478,7 +478,7 @@ def reproduce(store: Store, instance: dg.DagsterInstance, cfg: ReproduceConfig) 
     failures: list[str] | None = None  # None: stopped before the end
     try:
         with ledger.heartbeat(warn=warn) if ledger is not None else contextlib.nullcontext():
-            failures = _reproduce(store, instance, cfg, started, ledger)
+            failures = _reproduce(store, instance, cfg, models, paths, started, ledger)
     finally:  # failed steps, or stopped: the command run again goes on with the budget
         if ledger is not None:
             save_ledger(ledger, finished=failures == [])
@@ -515,14 +515,20 @@ def save_ledger(ledger, finished: bool = False) -> None:
         warn(f"the time budget's ledger {ledger.path} could not be saved ({ledger.save_error})")
 
 
-def _reproduce(store: Store, instance: dg.DagsterInstance, cfg: ReproduceConfig, started: float, ledger) -> list[str]:
+def _reproduce(
+    store: Store,
+    instance: dg.DagsterInstance,
+    cfg: ReproduceConfig,
+    models: list[str],
+    paths: list[Path],
+    started: float,
+    ledger,
+) -> list[str]:
     from assets.cli import label
     from assets.ingest import duckdb_views
     from assets.labels import LabelsConfig
     from assets.resources import StockfishResource
 
-    models = check_models(cfg.models)
-    paths = select_archives(cfg)
     keys, ingested = ingest_missing(store, instance, paths, cfg.workers)
     materialize([duckdb_views], store, instance)
     setting = (
