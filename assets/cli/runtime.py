@@ -102,8 +102,12 @@ def materialize(
     tags: dict | None = None,
 ) -> dg.ExecuteInProcessResult:
     """One Dagster run of `assets` (or the `selection` of them) on the store, tagged with the
-    command that started it; ops: {op name: its dg.Config}. Returns the result, failed or not."""
-    return dg.materialize(
+    command that started it; ops: {op name: its dg.Config}. Returns the result, failed or not.
+
+    A run stopped by Ctrl-C or SIGTERM raises KeyboardInterrupt here: Dagster turns the signal
+    into the run's failure and returns, and a command going through steps (reproduce, ingest)
+    would otherwise take it for that step's failure and start the next one."""
+    result = dg.materialize(
         assets,
         selection=selection,
         partition_key=partition_key,
@@ -113,6 +117,25 @@ def materialize(
         tags={**run_tags(assets, selection), **(tags or {})},
         raise_on_error=False,
     )
+    if not result.success and interrupted(result):
+        raise KeyboardInterrupt
+    return result
+
+
+INTERRUPTED = "DagsterExecutionInterruptedError"
+"""The error Dagster fails a run with when the process is sent SIGINT or SIGTERM."""
+
+
+def interrupted(result) -> bool:
+    """Whether a failed run was stopped by a signal rather than by an error of its own."""
+    for event in result.all_events:
+        if event.is_failure and event.event_specific_data is not None:
+            error = getattr(event.event_specific_data, "error", None)
+            while error is not None:
+                if error.cls_name == INTERRUPTED:
+                    return True
+                error = error.cause
+    return False
 
 
 def require_success(result, what: str):
