@@ -3,8 +3,9 @@
 One module-scoped run, scaled down: the first 60 games of a shared FICS 2024 archive,
 Stockfish's static labels, the 3-class MLP only, quick profile with one epoch, the quick
 evaluation with one opening, five positions of each shared suite. The command is SIGKILLed
-as soon as the model's run has started (two steps finished), then run again to the end; the
-assertions hold whether or not the model's step finished before the kill landed.
+as soon as the model's run has started (two steps finished), its archive is touched (the same
+bytes, a later modification time), then it is run again to the end; the assertions hold whether
+or not the model's step finished before the kill landed.
 """
 
 import os
@@ -90,6 +91,8 @@ def reproduced(tmp_path_factory, shared_data, stockfish):
         os.killpg(first.pid, signal.SIGKILL)  # the command and its engines, mid-step
         first.wait(timeout=60)
     before = _latest_runs(tmp)
+    later = time.time() + 60  # the archive touched, its bytes the same: not an archive to ingest again
+    os.utime(tmp / "data" / "fics2024-60.pgn", (later, later))
     started = list(_run_statuses(tmp))  # the runs the kill left STARTED (none if it landed before the run began)
     second = subprocess.run(argv, env=_env(tmp), cwd=tmp, capture_output=True, text=True, timeout=600)
     return {
@@ -112,7 +115,7 @@ def test_resumes_after_sigkill_without_redoing_finished_steps(reproduced):
     for name in before:  # the finished steps kept, not redone
         assert after[name] == before[name]
         assert re.search(rf"\] {name}: kept", second.stdout), second.stdout
-    assert "ingest: 1 of 1 archives already ingested; 0 to ingest" in second.stdout
+    assert "ingest: 1 of 1 archives already ingested; 0 to ingest" in second.stdout  # though touched since
     assert re.search(r"labels .*: 0 labelled", second.stdout), second.stdout  # nothing labelled twice
     if MODEL not in before:  # the kill landed inside its step: run again, from its start
         assert re.search(rf"\] {MODEL}: done in", second.stdout), second.stdout

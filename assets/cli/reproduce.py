@@ -226,18 +226,29 @@ def check_models(models: tuple[str, ...]) -> list[str]:
 def ingest_missing(
     store: Store, instance: dg.DagsterInstance, paths: list[Path], workers: int
 ) -> tuple[list[str], int]:
-    """Link the archives and ingest those not ingested since their file last changed; their keys
-    and how many were ingested."""
+    """Link the archives and ingest those whose bytes are not the ones last ingested (the sha256
+    the games run recorded; a run from before it recorded one: the file changed since); their
+    keys and how many were ingested. A file touched, or copied again, with the same bytes is
+    not ingested again, and so does not redo the datasets and models downstream."""
     from assets.cli import ingest
+    from assets.ingest import INGESTED_SHA256
     from pipeline.ingest import IngestConfig
 
     keys = [store.add_archive(p) for p in paths]
+    hashes = store.scan_archives().hashes
     todo = []
     for key, path in zip(keys, paths, strict=True):
         records = instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=dg.AssetKey("games"), asset_partitions=[key]), limit=1
         ).records
-        if not records or records[0].timestamp < path.stat().st_mtime:
+        meta = records[0].asset_materialization.metadata if records and records[0].asset_materialization else {}
+        ingested = getattr(meta.get(INGESTED_SHA256), "value", None)
+        if not records:
+            todo.append(key)
+        elif ingested is not None:
+            if ingested != hashes.get(key):
+                todo.append(key)
+        elif records[0].timestamp < path.stat().st_mtime:
             todo.append(key)
     print(f"ingest: {len(keys) - len(todo)} of {len(keys)} archives already ingested; {len(todo)} to ingest")
     if todo:
