@@ -21,7 +21,7 @@ from assets.resources import StoreResource
 from pipeline.evaluation import write_results
 from pipeline.reproduction import on_published_split
 from pipeline.store import atomic_path
-from training.catalog import PIECE_VALUE_MODELS  # also the CLI's (assets/cli/evaluate.py, piece_values.py)
+from training.catalog import PIECE_VALUE_MODELS
 from training.choices import Device
 
 

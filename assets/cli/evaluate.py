@@ -64,8 +64,9 @@ def evaluate(store: Store, instance: dg.DagsterInstance, request: EvaluationRequ
     from assets.deepchess import MODEL as DEEPCHESS
     from assets.deepchess import PairsConfig, deepchess_assets
     from assets.evaluation import HEAD_TO_HEAD_MODELS, HeadToHeadConfig, MatchesConfig, SuitesConfig, evaluation_assets
-    from assets.piece_values import PIECE_VALUE_MODELS, PieceValuesEvalConfig, piece_values_assets
+    from assets.piece_values import PieceValuesEvalConfig, piece_values_assets
     from assets.training import MODELS
+    from training.catalog import PIECE_VALUE_MODELS
 
     trained = trained_models(instance)
     names = list(request.models) or trained

@@ -56,7 +56,7 @@ def piece_lines(board, values: dict[str, float], output: str) -> list[str]:
 
 
 def cmd_piece_values(args: argparse.Namespace) -> None:
-    from assets.piece_values import PIECE_VALUE_MODELS
+    from training.catalog import PIECE_VALUE_MODELS
     from training.piece_values import load_piece_value_net, piece_values, read_board
 
     if args.model not in PIECE_VALUE_MODELS:
