@@ -15,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.cli.runtime import interrupted, materialize
+from assets.cli.runtime import interrupted, materialize, signals_seen
 from pipeline.store import Store
 from tests.fixtures_pgn import RATED_GAMES
 
@@ -49,6 +49,27 @@ def test_a_signal_inside_a_run_stops_the_command(name, tmp_path, monkeypatch):
             signal.signal(s, handler)
 
 
+def test_a_signal_a_handler_swallows_is_still_seen():
+    """Dagster records a signal that lands outside a step's own code (as the run ends) and lets
+    the run succeed; materialize sees it anyway. Here a handler that swallows SIGINT and SIGTERM
+    stands for Dagster's, and real signals are sent."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    swallowed = []
+    try:
+        for s in previous:
+            signal.signal(s, lambda signo, frame: swallowed.append(signo))
+        with signals_seen() as seen:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)
+        assert seen == {signal.SIGTERM} and swallowed == [signal.SIGTERM]
+        with signals_seen() as quiet:
+            time.sleep(0.1)
+        assert quiet == set()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def test_a_run_that_fails_by_itself_is_returned_as_failed(tmp_path):
     with dg.DagsterInstance.ephemeral() as instance:
         result = materialize([fails_on_its_own], Store(tmp_path / "store"), instance)
@@ -64,7 +85,7 @@ def test_ctrl_c_stops_ingest_in_one_line_and_ingests_no_further_archive(tmp_path
     folder.mkdir()
     games = RATED_GAMES.split("\n\n[Event")[0] + "\n\n"  # one game; distinct Event tags make distinct bytes
     (folder / "a0.pgn").write_text(games.replace('"g1"', '"small"'))
-    (folder / "a1.pgn").write_text("".join(games.replace('"g1"', f'"big {i}"') for i in range(20_000)))
+    (folder / "a1.pgn").write_text("".join(games.replace('"g1"', f'"big {i}"') for i in range(50_000)))
     for i in range(2, 6):
         (folder / f"a{i}.pgn").write_text(games.replace('"g1"', f'"after {i}"'))
     home = tmp_path / "store"
@@ -74,7 +95,7 @@ def test_ctrl_c_stops_ingest_in_one_line_and_ingests_no_further_archive(tmp_path
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first = proc.stdout.readline()  # a0's line: a1's run has begun
     assert "a0" in first, (first, proc.stderr.read())
-    time.sleep(2.0)  # inside a1's ingest (20,000 games: several seconds)
+    time.sleep(2.0)  # inside a1's ingest (50,000 games: many seconds)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (first + out, err)

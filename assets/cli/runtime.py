@@ -5,9 +5,13 @@ Every command that materialises something does it with the store's persistent Da
 instance, so `chess-pipeline ui` shows those runs.
 """
 
+import contextlib
 import contextvars
 import os
+import signal
+import socket
 import sys
+import threading
 from pathlib import Path
 
 import dagster as dg
@@ -105,36 +109,70 @@ def materialize(
     command that started it; ops: {op name: its dg.Config}. Returns the result, failed or not.
 
     A run stopped by Ctrl-C or SIGTERM raises KeyboardInterrupt here: Dagster turns the signal
-    into the run's failure and returns, and a command going through steps (reproduce, ingest)
-    would otherwise take it for that step's failure and start the next one."""
-    result = dg.materialize(
-        assets,
-        selection=selection,
-        partition_key=partition_key,
-        instance=instance,
-        resources=resources(store, stockfish),
-        run_config=run_config(ops),
-        tags={**run_tags(assets, selection), **(tags or {})},
-        raise_on_error=False,
-    )
-    if not result.success and interrupted(result):
+    into the run's failure and returns (or, when it lands outside a step's own code, e.g. as the
+    run ends, records it and lets the run succeed), and a command going through steps (reproduce,
+    ingest) would otherwise take it for that step's failure, or for nothing, and go on."""
+    with signals_seen() as seen:
+        result = dg.materialize(
+            assets,
+            selection=selection,
+            partition_key=partition_key,
+            instance=instance,
+            resources=resources(store, stockfish),
+            run_config=run_config(ops),
+            tags={**run_tags(assets, selection), **(tags or {})},
+            raise_on_error=False,
+        )
+    if seen & STOP_SIGNALS or (not result.success and interrupted(result)):
         raise KeyboardInterrupt
     return result
 
 
-INTERRUPTED = "DagsterExecutionInterruptedError"
-"""The error Dagster fails a run with when the process is sent SIGINT or SIGTERM."""
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+INTERRUPTED = frozenset({"DagsterExecutionInterruptedError", "KeyboardInterrupt"})
+"""The errors a run fails with when the process is sent SIGINT or SIGTERM (Dagster's, or one
+re-raised from a worker)."""
+
+
+@contextlib.contextmanager
+def signals_seen():
+    """The numbers of the signals that arrive while the block runs, whatever handler takes them
+    (signal.set_wakeup_fd: Python writes each one there before any handler runs). Only the main
+    thread can watch; elsewhere the set stays empty."""
+    seen: set[int] = set()
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+    previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    try:
+        yield seen
+    finally:
+        signal.set_wakeup_fd(previous)
+        try:
+            while data := reader.recv(4096):
+                seen.update(data)
+        except BlockingIOError:
+            pass
+        reader.close()
+        writer.close()
 
 
 def interrupted(result) -> bool:
-    """Whether a failed run was stopped by a signal rather than by an error of its own."""
+    """Whether a failed run was stopped by a signal rather than by an error of its own (the
+    interrupt, or an error raised while handling it, which keeps it as its cause or context)."""
     for event in result.all_events:
         if event.is_failure and event.event_specific_data is not None:
-            error = getattr(event.event_specific_data, "error", None)
-            while error is not None:
-                if error.cls_name == INTERRUPTED:
+            stack = [getattr(event.event_specific_data, "error", None)]
+            while stack:
+                error = stack.pop()
+                if error is None:
+                    continue
+                if error.cls_name in INTERRUPTED:
                     return True
-                error = error.cause
+                stack += [error.cause, getattr(error, "context", None)]
     return False
 
 
