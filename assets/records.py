@@ -55,6 +55,8 @@ class Record:
 class GamesMetadata(Record):
     rows: int
     plies_per_second: float
+    sha256: str | None = None
+    """The sha256 of the archive bytes ingested (None: a run from before it was recorded)."""
 
 
 @dataclasses.dataclass(frozen=True)

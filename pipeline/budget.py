@@ -5,9 +5,11 @@ The rule (simple enough to check by hand in the report):
 1. The budget is H hours of run time, counted from the command's start (and over every command
    that goes on with it, rule 5). Ingest, labels and the datasets run first and are not cut;
    their measured time is taken off the budget.
-2. Of what is left when the first model starts, TRAIN_SHARE (three quarters) is training time;
-   the rest is kept for the evaluation and the report, which are not cut either (the report
-   states the whole run's time against the budget).
+2. When the first model run starts, the evaluation and the report that come after training
+   (not cut either: the report states the whole run's time against the budget) are set aside,
+   as measured: each of those steps is reserved the time it took when this store last ran it
+   with the same evaluation settings, else the time its kind of step took on this 2-core
+   machine (EVALUATION_SECONDS, measured: README, Reproducing). The rest is training time.
 3. Each model run, as it starts, gets an equal part of the training time still left: that time
    divided by the model runs still to come that will train (not kept as up to date, not skipped
    after an upstream failure), itself included, less the mean time the finished
@@ -42,18 +44,95 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pipeline.storage import StorePath
 
-TRAIN_SHARE = 0.75
-"""The share of the budget left after ingest, labels and datasets that the model runs train in."""
+EVALUATION_SECONDS: dict[str, dict[str, float]] = {
+    "quick": {
+        "model_results": 0.3,
+        "eval_suites_": 5.0,
+        "eval_matches_": 73.0,
+        "eval_pairs_": 7.5,
+        "eval_piece_values_": 4.0,
+        "eval_head_to_head": 5.7,
+        "elo_ratings": 1.2,
+        "eval_report_": 0.5,
+        "lubeck_grid": 9.5,
+        "reproduction_report": 3.8,
+    },
+    "full": {
+        "model_results": 0.3,
+        "eval_suites_": 375.0,
+        "eval_matches_": 287.0,
+        "eval_pairs_": 7.5,
+        "eval_piece_values_": 84.0,
+        "eval_head_to_head": 37.8,
+        "elo_ratings": 1.0,
+        "eval_report_": 0.4,
+        "lubeck_grid": 4400.0,
+        "reproduction_report": 3.8,
+    },
+}
+"""Seconds a step after training took on this 2-core machine, by evaluation ("quick" or "full")
+and kind of step (a name, or the prefix of a model's step): what the reserve (rule 2) counts
+for a step the store has not timed with the same settings. Measured at a load of 3 to 5, on
+the store of every shared archive (README, Reproducing):
+
+- quick: the means over the 15 models of `reproduce --hours 2 --quick-eval`'s steps;
+- full: `evaluate --suites`, mlp_bitmap_3class's suites and the mean of the models' matches
+  (their games take longer when a network is slower or survives longer), the head-to-head,
+  Elo and report steps of the same run; the piece values over every test row
+  (training.piece_values.evaluate_checkpoint, 82.5 s); DeepChess's pairs as in the quick run
+  (--quick-eval does not change them); Lubeck's default grid (16 start positions of each kind:
+  576 games) as 4 x the 144-game grid's 18 min 17 s (README, Lubeck's experiment grid)."""
 MIN_MINUTES = 1.0
 """The least a model run is given, budget or not (the report then states the overrun)."""
+
+
+def figure_for(name: str, figures: dict[str, float]) -> str:
+    """The entry of `figures` (EVALUATION_SECONDS[...]) for step `name`: its own name, or the
+    longest prefix of it; ValueError for a step no figure covers (a new kind of step needs one)."""
+    if name in figures:
+        return name
+    prefixes = [k for k in figures if k.endswith("_") and name.startswith(k)]
+    if not prefixes:
+        raise ValueError(f"no measured time for the step {name!r} (pipeline.budget.EVALUATION_SECONDS)")
+    return max(prefixes, key=len)
+
+
+@dataclass(frozen=True)
+class Reserve:
+    """The time set aside for the steps after training (rule 2)."""
+
+    seconds: float
+    steps: int
+    """Steps reserved for."""
+    timed: int
+    """Of them, those reserved what this store measured (the rest: EVALUATION_SECONDS)."""
+    evaluation: str = "full"
+
+    def text(self) -> str:
+        return (
+            f"{self.seconds / 60:.1f} min set aside for the {self.steps} steps after training "
+            f"({self.evaluation} evaluation; {self.timed} timed by this store's earlier runs, "
+            f"{self.steps - self.timed} at this machine's measured figures)"
+        )
+
+
+def evaluation_reserve(steps: list[str], timed: dict[str, float], evaluation: str) -> Reserve:
+    """Rule 2: the seconds to set aside for `steps` (those after training), each the time this
+    store measured for it (`timed`: step -> seconds, with the same evaluation settings), else its
+    kind's figure for `evaluation` ("quick" or "full") in EVALUATION_SECONDS."""
+    figures = EVALUATION_SECONDS[evaluation]
+    seconds = sum(timed[n] if n in timed else figures[figure_for(n, figures)] for n in steps)
+    return Reserve(seconds, len(steps), sum(n in timed for n in steps), evaluation)
 
 
 @dataclass
 class TimeBudget:
     hours: float
     """The budget in hours of run time (> 0): the command's, and its re-runs' (BudgetLedger)."""
-    train_share: float = TRAIN_SHARE
-    """The share of what is left when training starts that the model runs get."""
+    reserve_seconds: float = 0.0
+    """The time set aside for the steps after training (rule 2), fixed when the first model run starts."""
+    reserve_text: str = ""
+    """How that reserve was made (Reserve.text)."""
     training_from: float | None = None
     """Seconds since the command's start when the first model run started (None: not yet)."""
     training_seconds: float = 0.0
@@ -66,19 +145,20 @@ class TimeBudget:
     def __post_init__(self):
         if not (math.isfinite(self.hours) and self.hours > 0):
             raise ValueError(f"a time budget needs a positive number of hours, got {self.hours}")
-        if not 0 < self.train_share <= 1:
-            raise ValueError(f"the training share must be in (0, 1], got {self.train_share}")
 
     @property
     def seconds(self) -> float:
         return self.hours * 3600
 
-    def model_minutes(self, run: str, elapsed: float, runs_left: int) -> float:
+    def model_minutes(self, run: str, elapsed: float, runs_left: int, reserve: Reserve | None = None) -> float:
         """The minutes model run `run` may train, starting `elapsed` seconds after the command
-        started, with `runs_left` model runs still to come (itself included)."""
+        started, with `runs_left` model runs still to come (itself included). `reserve`: the
+        steps after training, set aside when the first run starts (later ones keep that)."""
         if self.training_from is None:
             self.training_from = elapsed
-            self.training_seconds = max(self.seconds - elapsed, 0.0) * self.train_share
+            if reserve is not None:
+                self.reserve_seconds, self.reserve_text = reserve.seconds, reserve.text()
+            self.training_seconds = max(self.seconds - elapsed - self.reserve_seconds, 0.0)
         left = self.training_seconds - (elapsed - self.training_from)
         overhead = sum(self.overheads) / len(self.overheads) if self.overheads else 0.0
         minutes = max((left / max(runs_left, 1) - overhead) / 60, MIN_MINUTES)
@@ -94,15 +174,17 @@ class TimeBudget:
         """The budget, the rule and (with `elapsed`, seconds since the start) where the run stands."""
         out = (
             f"{self.hours:g} h for the whole command; each model run trains at most an equal part of the "
-            f"training time still left when it starts ({self.train_share:.0%} of the budget left after ingest, "
-            f"labels and datasets, less the mean time a finished run took beyond its share; at least "
-            f"{MIN_MINUTES:g} min a run); ingest, labels, datasets and the evaluation are not cut"
+            f"training time still left when it starts (what ingest, labels and datasets leave, less the time "
+            f"set aside for the evaluation as measured, less the mean time a finished run took beyond its share; "
+            f"at least {MIN_MINUTES:g} min a run); ingest, labels, datasets and the evaluation are not cut"
         )
         if self.training_from is not None:
             out += (
                 f"; training started {self.training_from / 60:.1f} min in, with {self.training_seconds / 60:.1f} min "
                 f"for {len(self.shares)} model run(s)"
             )
+            if self.reserve_text:
+                out += f" and {self.reserve_text}"
             if self.overheads:
                 out += f" (each took {sum(self.overheads) / len(self.overheads):.0f} s beyond its share on average)"
         if elapsed is not None:
@@ -114,7 +196,9 @@ class TimeBudget:
 
 LEDGER_DIR = "reproduction"
 """Where in the store the budgets are kept between commands (BudgetLedger), a file per settings."""
-LEDGER_VERSION = 1
+LEDGER_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+"""Ledgers a command goes on with: version 1's open budgets (before the reserve) are not lost."""
 HEARTBEAT_S = 30.0
 """How often a running command writes what it has spent: a killed command loses at most this."""
 
@@ -153,12 +237,14 @@ class BudgetLedger:
         from pipeline.store import read_json
 
         data = {} if new else read_json(path)
-        if data.get("version") != LEDGER_VERSION or data.get("key") != key or data.get("finished"):
+        if data.get("version") not in READABLE_VERSIONS or data.get("key") != key or data.get("finished"):
             return cls(path, key, TimeBudget(hours))
         b = data["budget"]
         budget = TimeBudget(
             hours=b["hours"],
-            train_share=b["train_share"],
+            # Version 1 (a fixed training share) had no reserve: its pool, once fixed, stands.
+            reserve_seconds=b.get("reserve_seconds", 0.0),
+            reserve_text=b.get("reserve_text", ""),
             training_from=b["training_from"],
             training_seconds=b["training_seconds"],
             shares=dict(b["shares"]),
@@ -189,7 +275,8 @@ class BudgetLedger:
                 "finished": finished,
                 "budget": {
                     "hours": b.hours,
-                    "train_share": b.train_share,
+                    "reserve_seconds": b.reserve_seconds,
+                    "reserve_text": b.reserve_text,
                     "training_from": b.training_from,
                     "training_seconds": b.training_seconds,
                     "shares": dict(b.shares),

@@ -13,7 +13,7 @@ import pytest
 
 import assets.cli.reproduce as rp
 from assets.training import MODELS, train_config
-from pipeline.budget import TRAIN_SHARE
+from pipeline.budget import EVALUATION_SECONDS, evaluation_reserve
 from pipeline.reproduction import PUBLISHED_SPLIT
 from pipeline.store import Store
 
@@ -21,6 +21,20 @@ MODEL_SECONDS = 600.0
 """How long each model run takes on the test's clock (more than its share: the rest comes off the next shares)."""
 BEFORE_TRAINING = 600.0
 """Ingest, labels and datasets, on the test's clock."""
+
+
+def reserved(steps: list[str]) -> float:
+    """The seconds the budget is to set aside for the steps of `steps` after the last model run
+    (those that ran after training), none of them timed by the test's empty instance: each at
+    its kind's measured figure."""
+    last = max(i for i, n in enumerate(steps) if n.removeprefix(PUBLISHED_SPLIT) in MODELS)
+    return evaluation_reserve(steps[last + 1 :], {}, "full").seconds
+
+
+def job_steps(models: list[str]) -> list[str]:
+    from assets.reproduce import defined_assets, grid_extra, job_assets
+
+    return job_assets(models, grid_extra(models, defined_assets()))
 
 
 def test_each_model_run_gets_its_share_and_the_report_gets_the_budget(tmp_path, monkeypatch):
@@ -37,7 +51,7 @@ def test_each_model_run_gets_its_share_and_the_report_gets_the_budget(tmp_path, 
     monkeypatch.setattr(rp, "materialize", recording_materialize)
     monkeypatch.setattr(rp, "time", SimpleNamespace(monotonic=lambda: clock[0], strftime=time.strftime,
                                                     gmtime=time.gmtime))  # fmt: skip
-    cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), profile="full", hours=1.0,
+    cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), profile="full", hours=3.0,
                              models=("mlp_bitmap_3class", "lubeck_wdl_mlp"))  # fmt: skip
     models = list(cfg.models)
     with dg.DagsterInstance.ephemeral() as instance:
@@ -45,18 +59,21 @@ def test_each_model_run_gets_its_share_and_the_report_gets_the_budget(tmp_path, 
     assert failures == []
     runs = [(name, op) for name, op in calls if name.removeprefix(PUBLISHED_SPLIT) in MODELS]
     assert {n for n, _ in runs} == {*models, *(PUBLISHED_SPLIT + m for m in models)}  # both protocols each
-    pool = (3600 - BEFORE_TRAINING) * TRAIN_SHARE  # the rule: 3/4 of what is left when training starts
+    # The rule: what is left when training starts, less the evaluation's measured time.
+    pool = 3 * 3600 - BEFORE_TRAINING - reserved([n for n, _ in calls])
+    assert pool > 0 and [n for n, _ in calls] == job_steps(models)  # every step ran
     beyond: list[float] = []  # what each finished run took beyond its share
     for k, (name, op) in enumerate(runs):
         # What is left, over the runs still to come, less the mean time a finished run took beyond its share.
         share = (pool - k * MODEL_SECONDS) / (len(runs) - k) - (sum(beyond) / len(beyond) if beyond else 0)
         assert op.max_minutes == pytest.approx(share / 60, abs=0.01), name
-        beyond.append(MODEL_SECONDS - op.max_minutes * 60)
+        beyond.append(max(MODEL_SECONDS - op.max_minutes * 60, 0.0))  # a run under its share: none
         t = train_config(name.removeprefix(PUBLISHED_SPLIT), op, "", "")  # the run's TrainConfig
         assert t.max_minutes == op.max_minutes and t.epochs == 50  # the full profile's epochs, not cut
     (report,) = [op for name, op in calls if name == "reproduction_report"]
     elapsed = BEFORE_TRAINING + len(runs) * MODEL_SECONDS
-    assert "1 h for the whole command" in report.settings["time budget"]
+    assert "3 h for the whole command" in report.settings["time budget"]
+    assert f"{reserved(job_steps(models)) / 60:.1f} min set aside for the" in report.settings["time budget"]
     assert f"{elapsed / 60:.1f} min when the report was written: within the budget" in report.settings["time budget"]
     for name, op in runs:
         assert f"{op.max_minutes:g} minutes (its time budget share)" in report.schedules[name]
@@ -108,18 +125,19 @@ def test_runs_that_will_not_train_take_no_share(tmp_path, monkeypatch):
     monkeypatch.setattr(rp, "up_to_date", keep)
     monkeypatch.setattr(rp, "time", SimpleNamespace(monotonic=lambda: clock[0], strftime=time.strftime,
                                                     gmtime=time.gmtime))  # fmt: skip
-    cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), profile="full", hours=1.0, models=tuple(models))
+    cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), profile="full", hours=3.0, models=tuple(models))
     outcomes: dict[str, str] = {}
     with dg.DagsterInstance.ephemeral() as instance:
         rp.run_steps(Store(tmp_path / "store"), instance, cfg, models, {"profile": "full"}, outcomes, started=0.0)
     assert outcomes[kept] == "kept" and outcomes[PUBLISHED_SPLIT + "lubeck_wdl_mlp"].startswith("skipped")
     runs = [(name, op) for name, op in calls if name.removeprefix(PUBLISHED_SPLIT) in MODELS]
     assert [n for n, _ in runs] == ["lubeck_wdl_mlp", PUBLISHED_SPLIT + kept]  # the two that train
-    pool = (3600 - BEFORE_TRAINING) * TRAIN_SHARE
+    # Two runs share the pool, not four: the first gets half of it, the second what is left.
     first = runs[0][1].max_minutes
-    assert first == pytest.approx(pool / 2 / 60, abs=0.01)  # half the pool: two runs train, not four
+    pool = 2 * first * 60
+    assert 0 < pool <= 3 * 3600 - BEFORE_TRAINING
     second = (pool - MODEL_SECONDS) / 1 - max(MODEL_SECONDS - first * 60, 0)  # what is left, less any overrun
-    assert runs[1][1].max_minutes == pytest.approx(second / 60, abs=0.01)
+    assert runs[1][1].max_minutes == pytest.approx(second / 60, abs=0.02)
 
 
 def test_a_command_run_again_goes_on_with_the_budget_its_ledger_kept(tmp_path, monkeypatch):
@@ -157,7 +175,8 @@ def test_a_command_run_again_goes_on_with_the_budget_its_ledger_kept(tmp_path, m
     first = next(i for i, n in enumerate(names) if n.removeprefix(PUBLISHED_SPLIT) in MODELS)
     before = 1200.0 + 60.0 * first  # the earlier command's time and this one's steps before training
     runs = [(n, op) for n, op in calls if n.removeprefix(PUBLISHED_SPLIT) in MODELS]
-    assert runs[0][1].max_minutes == pytest.approx((3600 - before) * TRAIN_SHARE / len(runs) / 60, abs=0.01)
+    pool = 3600 - before - reserved(names)
+    assert runs[0][1].max_minutes == pytest.approx(pool / len(runs) / 60, abs=0.01)
     (report,) = [op for name, op in calls if name == "reproduction_report"]
     assert "counted over 2 commands" in report.settings["time budget"]
     saved = json.loads(path.read_text())
@@ -225,3 +244,34 @@ def test_a_store_that_refuses_the_ledger_is_said_and_the_command_goes_on(tmp_pat
         assert rp.reproduce(store, instance, cfg) == [] and ran
     err = capsys.readouterr().err
     assert "the time budget's ledger" in err and "could not be saved (OSError" in err and "Traceback" not in err
+
+
+def test_the_reserve_takes_a_step_as_long_as_this_store_timed_it_with_the_same_settings(tmp_path):
+    """A real run of a stand-in `elo_ratings` (1 s), tagged as reproduce tags its steps: the
+    reserve counts what it took, with these evaluation settings only."""
+
+    @dg.asset(name="elo_ratings")
+    def stand_in() -> None:
+        time.sleep(1.0)
+
+    cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), hours=1.0, models=("mlp_bitmap_3class",))
+    fingerprint = rp.settings_text(cfg, "evaluation")
+    with dg.DagsterInstance.ephemeral() as instance:
+        assert rp.run_seconds(instance, "elo_ratings", fingerprint) is None  # never made
+        dg.materialize([stand_in], instance=instance, tags={rp.SETTINGS_TAG: fingerprint})
+        took = rp.run_seconds(instance, "elo_ratings", fingerprint)
+        assert took is not None and 1.0 <= took < 30
+        quick = dataclasses.replace(cfg, quick_eval=True)
+        assert rp.run_seconds(instance, "elo_ratings", rp.settings_text(quick, "evaluation")) is None
+        reserve = rp.evaluation_reserve_of(instance, cfg, job_steps(list(cfg.models)))
+    assert reserve.timed == 1
+    elo = EVALUATION_SECONDS["full"]["elo_ratings"]
+    assert reserve.seconds == pytest.approx(reserved(job_steps(list(cfg.models))) - elo + took)
+
+
+@pytest.mark.parametrize("evaluation", ["quick", "full"])
+def test_every_step_after_training_has_a_measured_figure(evaluation):
+    """A step no figure covers would stop a --hours command when its first model starts, hours in."""
+    steps = job_steps(list(MODELS))
+    r = evaluation_reserve(steps[steps.index("model_results") :], {}, evaluation)
+    assert r.steps > 3 * len(MODELS) and r.seconds > 0

@@ -60,9 +60,9 @@ class ReproduceConfig:
     """At most this many train rows a model, below its profile's (0 or -1: the profile's); stated in the report."""
     hours: float = 0.0
     """Time budget in hours of run time (0: none): each model run trains at most an equal share of the
-    training time left (pipeline.budget: 3/4 of what ingest, labels and datasets leave), below its profile's
-    bound; the report says where each model's training stopped. A command killed, or ended with failed steps,
-    and run again with the same settings goes on with its budget."""
+    training time left (pipeline.budget: what ingest, labels and datasets leave, less the evaluation's
+    measured time), below its profile's bound; the report says where each model's training stopped. A
+    command killed, or ended with failed steps, and run again with the same settings goes on with its budget."""
     new_budget: bool = False
     """With --hours: start a new time budget even where an earlier command with these settings left one open."""
     quick_eval: bool = False
@@ -231,7 +231,7 @@ def ingest_missing(
     keys and how many were ingested. A file touched, or copied again, with the same bytes is
     not ingested again, and so does not redo the datasets and models downstream."""
     from assets.cli import ingest
-    from assets.ingest import INGESTED_SHA256
+    from assets.records import GamesMetadata
     from pipeline.ingest import IngestConfig
 
     keys = [store.add_archive(p) for p in paths]
@@ -241,14 +241,16 @@ def ingest_missing(
         records = instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=dg.AssetKey("games"), asset_partitions=[key]), limit=1
         ).records
-        meta = records[0].asset_materialization.metadata if records and records[0].asset_materialization else {}
-        ingested = getattr(meta.get(INGESTED_SHA256), "value", None)
         if not records:
             todo.append(key)
-        elif ingested is not None:
-            if ingested != hashes.get(key):
-                todo.append(key)
-        elif records[0].timestamp < path.stat().st_mtime:
+            continue
+        meta = records[0].asset_materialization.metadata if records[0].asset_materialization else {}
+        ingested = GamesMetadata.read(meta).sha256 if meta else None
+        if ingested is not None:
+            changed = ingested != hashes.get(key)
+        else:  # ingested before the runs recorded the bytes' hash
+            changed = records[0].timestamp < path.stat().st_mtime
+        if changed:
             todo.append(key)
     print(f"ingest: {len(keys) - len(todo)} of {len(keys)} archives already ingested; {len(todo)} to ingest")
     if todo:
@@ -273,13 +275,22 @@ def changed_at(instance: dg.DagsterInstance, key: str) -> float | None:
     return None if event is None else event.timestamp
 
 
-def up_to_date(instance: dg.DagsterInstance, asset: dg.AssetsDefinition, name: str, settings: str) -> str | None:
-    """Why the asset's latest materialisation can be kept, or None when it must run."""
+def made_with(instance: dg.DagsterInstance, name: str, settings: str):
+    """The latest materialisation event of asset `name` when a reproduce command with these
+    settings made it, else None."""
     event = instance.get_latest_materialization_event(dg.AssetKey(name))
     if event is None:
         return None
     run = instance.get_run_by_id(event.run_id)
     if run is None or run.tags.get(SETTINGS_TAG) != settings:
+        return None
+    return event
+
+
+def up_to_date(instance: dg.DagsterInstance, asset: dg.AssetsDefinition, name: str, settings: str) -> str | None:
+    """Why the asset's latest materialisation can be kept, or None when it must run."""
+    event = made_with(instance, name, settings)
+    if event is None:
         return None
     for dep in asset.asset_deps.get(dg.AssetKey(name), set()):
         t = changed_at(instance, dep.to_user_string())
@@ -342,16 +353,16 @@ def op_configs(cfg: ReproduceConfig, names: list[str], settings: dict[str, str],
     return ops
 
 
-def will_train(
+def will_run(
     instance: dg.DagsterInstance,
     cfg: ReproduceConfig,
     defs: dict[str, dg.AssetsDefinition],
     names: list[str],
     deps_of: dict[str, set[str]],
 ) -> list[str]:
-    """The model runs of `names` (in order) that the step loop will train rather than keep: a step
-    runs when it is not up to date now, or when a step upstream of it in `names` runs (its input
-    then changes, so up_to_date no longer keeps it when its turn comes)."""
+    """The steps of `names` (in order) that the step loop will run rather than keep: a step runs
+    when it is not up to date now, or when a step upstream of it in `names` runs (its input then
+    changes, so up_to_date no longer keeps it when its turn comes); the report always runs."""
     from assets.reproduce import REPORT
 
     runs: set[str] = set()
@@ -360,13 +371,44 @@ def will_train(
             runs.add(name)
         elif not up_to_date(instance, defs[name], name, settings_text(cfg, step_kind(name))):
             runs.add(name)
-    return [n for n in names if n in runs and step_kind(n) == "model" and n != "model_results"]
+    return [n for n in names if n in runs]
+
+
+def trains(name: str) -> bool:
+    """Whether step `name` is a model run (one that takes a share of the time budget)."""
+    return step_kind(name) == "model" and name != "model_results"
 
 
 def blocked_by(name: str, failed: dict[str, str], deps_of: dict[str, set[str]]) -> bool:
     """Whether step `name` will be skipped because a step upstream of it (through the steps of
     `deps_of`) has failed or been skipped, the others succeeding."""
     return any(d in failed or (d in deps_of and blocked_by(d, failed, deps_of)) for d in deps_of[name])
+
+
+def run_seconds(instance: dg.DagsterInstance, name: str, settings: str) -> float | None:
+    """How long the run took (start to end, Dagster's own time included, as the budget counts it)
+    that made step `name` last, when a reproduce command with these settings made it; else None."""
+    event = made_with(instance, name, settings)
+    record = None if event is None else instance.get_run_record_by_id(event.run_id)
+    if record is None or record.start_time is None or record.end_time is None:
+        return None
+    return record.end_time - record.start_time
+
+
+def evaluation_reserve_of(instance: dg.DagsterInstance, cfg: ReproduceConfig, names: list[str]):
+    """The time budget's reserve (pipeline.budget rule 2) for the steps of `names` (those that will
+    run) after training, model_results on: what each took here last time with these settings, else
+    its kind's measured figure."""
+    from pipeline.budget import evaluation_reserve
+
+    last = max((i for i, n in enumerate(names) if trains(n)), default=-1)
+    after = names[last + 1 :]
+    timed = {}
+    for n in after:
+        seconds = run_seconds(instance, n, settings_text(cfg, step_kind(n)))
+        if seconds is not None:
+            timed[n] = seconds
+    return evaluation_reserve(after, timed, "quick" if cfg.quick_eval else "full")
 
 
 def run_steps(
@@ -387,7 +429,7 @@ def run_steps(
     the budget earlier commands with the same settings began, saved after each step), and the
     report the budget's figures."""
     from assets.reproduce import REPORT, ReportConfig, defined_assets, grid_extra, job_assets
-    from pipeline.budget import TimeBudget
+    from pipeline.budget import MIN_MINUTES, TimeBudget
     from pipeline.reproduction import PUBLISHED_SPLIT
 
     outcomes = {} if outcomes is None else outcomes
@@ -406,7 +448,8 @@ def run_steps(
 
     schedules: dict[str, str] = {}  # model run -> its schedule with its share of the budget
     deps_of = {n: {d.to_user_string() for d in defs[n].asset_deps.get(dg.AssetKey(n), set())} for n in names}
-    trains = set(will_train(instance, cfg, defs, names, deps_of)) if budget is not None else set()
+    runs = set(will_run(instance, cfg, defs, names, deps_of)) if budget is not None else set()
+    training = {n for n in runs if trains(n)}
     for i, name in enumerate(names, 1):
         asset = defs[name]
         head = f"[{i}/{len(names)}] {name}"
@@ -422,12 +465,22 @@ def run_steps(
             outcomes[name] = "kept"
             print(f"{head}: kept (up to date, made {kept})", flush=True)
             continue
-        if budget is not None and name in trains:
+        if budget is not None and name in training:
             base = name.removeprefix(PUBLISHED_SPLIT)
             # The model runs still to come that will train: not kept, not skipped by a failure so far.
-            to_come = [n for n in names[i - 1 :] if n in trains and not blocked_by(n, failed, deps_of)]
+            to_come = [n for n in names[i - 1 :] if n in training and not blocked_by(n, failed, deps_of)]
+            reserve = None
+            if budget.training_from is None:  # the first model run: set the evaluation's time aside
+                reserve = evaluation_reserve_of(instance, cfg, [n for n in names if n in runs])
             with ledger.changing() if ledger is not None else contextlib.nullcontext():
-                minutes = budget.model_minutes(name, elapsed(), len(to_come))
+                minutes = budget.model_minutes(name, elapsed(), len(to_come), reserve)
+            if reserve is not None and budget.training_seconds < len(to_come) * MIN_MINUTES * 60:
+                print(
+                    f"time budget {cfg.hours:g} h: {budget.training_seconds / 60:.1f} min are left for "
+                    f"{len(to_come)} model runs after {reserve.text()}, so each gets the least, {MIN_MINUTES:g} min, "
+                    "and the command will end over its budget (give more --hours, or --quick-eval)",
+                    flush=True,
+                )
             ops[name] = train_run(cfg, base, minutes)
             schedules[name] = schedule_text(cfg, base, minutes)
             print(f"{head}: time budget share {minutes:g} min", flush=True)
