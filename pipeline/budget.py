@@ -39,12 +39,15 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from pipeline.storage import StorePath
 
-EVALUATION_SECONDS: dict[str, dict[str, float]] = {
+Evaluation = Literal["quick", "full"]
+"""The reproduction's evaluation settings: `--quick-eval`, or the full evaluation."""
+
+EVALUATION_SECONDS: dict[Evaluation, dict[str, float]] = {
     "quick": {
         "model_results": 0.3,
         "eval_suites_": 5.0,
@@ -106,7 +109,7 @@ class Reserve:
     """Steps reserved for."""
     timed: int
     """Of them, those reserved what this store measured (the rest: EVALUATION_SECONDS)."""
-    evaluation: str = "full"
+    evaluation: Evaluation = "full"
 
     def text(self) -> str:
         return (
@@ -116,7 +119,7 @@ class Reserve:
         )
 
 
-def evaluation_reserve(steps: list[str], timed: dict[str, float], evaluation: str) -> Reserve:
+def evaluation_reserve(steps: list[str], timed: dict[str, float], evaluation: Evaluation) -> Reserve:
     """Rule 2: the seconds to set aside for `steps` (those after training), each the time this
     store measured for it (`timed`: step -> seconds, with the same evaluation settings), else its
     kind's figure for `evaluation` ("quick" or "full") in EVALUATION_SECONDS."""
