@@ -43,6 +43,7 @@ def test_each_model_writes_its_figures_and_a_bad_one_does_not_stop_the_rest(home
     assert not (tmp_path / "deepchess_net.json").exists() and "deepchess_net failed" in printed
 
 
+@pytest.mark.slow  # 4 to 5 s idle: the fast tier stays under 2 minutes
 def test_the_piece_value_network_comes_with_its_table(home, tmp_path, capsys):
     from benchmarks import gpu_full
 

@@ -737,6 +737,7 @@ def test_a_set_no_game_qualifies_for_is_not_100_percent_covered(home, tmp_path, 
     )
 
 
+@pytest.mark.slow  # 4 to 5 s idle: the fast tier stays under 2 minutes
 def test_csv_holds_every_column_and_a_closed_pipe_ends_quietly(home, capsys, tmp_path):
     """Planes (bytes) come out as hex and extra_headers (a map) as JSON, where Arrow's CSV
     writer refused both; `... | head` ends the command without a word (exit 141, as SIGPIPE)."""

@@ -13,6 +13,7 @@ def home(tmp_path, monkeypatch):
     return tmp_path / "store"
 
 
+@pytest.mark.slow  # 4 to 5 s idle: the fast tier stays under 2 minutes
 def test_selfplay_writes_generations_and_ingests_their_games(home, capsys):
     flags = ["--games", "3", "--depth", "1", "--max-plies", "24", "--curve-games", "2", "--workers", "1"]
     main(["--home", str(home), "selfplay", "--generations", "2", *flags])

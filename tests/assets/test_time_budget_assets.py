@@ -2,6 +2,7 @@
 metadata and in the reproduction report's rows (synthetic splits: no Stockfish)."""
 
 import dagster as dg
+import pytest
 
 from assets.reproduce import size_text
 from assets.resources import StoreResource
@@ -11,6 +12,7 @@ from pipeline.store import Store
 from tests.training.synthetic import write_dataset
 
 
+@pytest.mark.slow  # 4 to 5 s idle: the fast tier stays under 2 minutes
 def test_a_bounded_model_asset_stops_and_its_metadata_and_report_row_say_so(instance, tmp_path):
     store = Store(tmp_path / "store")
     write_dataset(store, "sabatelli_3class", games=30, seed=5)

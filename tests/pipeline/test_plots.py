@@ -163,6 +163,7 @@ def _every_chart():
     }
 
 
+@pytest.mark.slow  # 4 to 5 s idle: the fast tier stays under 2 minutes
 def test_every_chart_fits_its_frame():
     """Before: long titles (an archive key, a label setting) ran off the figure's edges."""
     for name, fig in _every_chart().items():

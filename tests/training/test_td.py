@@ -161,6 +161,7 @@ def test_the_residual_model_starts_as_the_linear_one_and_its_gradient_is_the_der
         assert np.allclose(numeric, g[:, i], atol=1e-8), i
 
 
+@pytest.mark.slow  # 4 to 5 s idle: the fast tier stays under 2 minutes
 def test_a_few_generations_on_krk_raise_the_mate_rate_over_the_untrained_weights():
     cfg = TDConfig(
         start="krk", init="zero", depth=1, games=30, random_plies=0, curve_games=0, lr=0.2, workers=1, seed=0
