@@ -1,12 +1,10 @@
 """lubeck_grid: Lubeck's experiment grid filled in (pipeline/lubeck_grid.py has the logic).
 
-The W/D/L network (`lubeck_wdl_mlp`; the config's `network` picks another trained model) against
-the traditional evaluation in the same search, per search depth x seconds a move (scaled to this
-machine as node budgets) x quiet / tactical start positions. Writes reports/lubeck_grid.md and
-reports/lubeck_grid.png in the store (lubeck_grid-<network>.* for another network), the games as
+The W/D/L network (`lubeck_wdl_mlp`) against the traditional evaluation in the same search, per
+search depth x seconds a move (scaled to this machine as node budgets) x quiet / tactical start
+positions. Writes reports/lubeck_grid.md and reports/lubeck_grid.png in the store, the games as
 PGN under matches/lubeck_grid/, and per cell the network's score and Elo difference into
-evaluation_results (suite lubeck_grid/<kind>/depth<d>/<t>s; asset lubeck_grid, or
-lubeck_grid-<network>).
+evaluation_results (suite lubeck_grid/<kind>/depth<d>/<t>s).
 """
 
 import functools
@@ -21,22 +19,13 @@ from assets.progress import run_progress
 from assets.resources import StockfishResource, StoreResource
 from pipeline.lubeck_grid import GridConfig
 from pipeline.store import atomic_path
-from training.catalog import MODELS
 
-MODEL = GridConfig.network
-"""The model asset the grid plays by default (Lubeck's W/D/L network; the config's `network` picks another)."""
+MODEL = "lubeck_wdl_mlp"
+"""The model asset the grid plays (Lubeck's W/D/L network)."""
 
 LubeckGridConfig = config_from(
     GridConfig, name="LubeckGridConfig", doc="Lubeck's grid: pipeline.lubeck_grid.GridConfig's fields."
 )
-
-
-def report_name(network: str) -> str:
-    """The name a network's grid is kept under: its report's file under reports/ (no suffix) and
-    its rows' `asset` in evaluation_results. Lubeck's network's is lubeck_grid (the reproduction
-    report links it); another network's grid has its own, so neither replaces the other
-    (evaluation_results holds the newest rows of each)."""
-    return "lubeck_grid" if network == MODEL else f"lubeck_grid-{network}"
 
 
 @dg.asset(
@@ -61,10 +50,7 @@ def lubeck_grid(
         cfg = config.to_dataclass(GridConfig)
     except ValueError as e:
         raise dg.Failure(str(e)) from None
-    if cfg.network not in MODELS:
-        raise dg.Failure(f"network {cfg.network!r} is not a model asset: give one of {', '.join(MODELS)}")
-    network = cfg.network
-    ck = checkpoint_of(context, network)
+    ck = checkpoint_of(context, MODEL)
     start = time.monotonic()
     with memory_connection(st) as con:
         fens = candidate_fens(con, cfg)
@@ -77,8 +63,8 @@ def lubeck_grid(
     progress = run_progress(context, "start positions played")
     try:
         result = run_grid(
-            network,
-            functools.partial(load_evaluator, ck, network),
+            MODEL,
+            functools.partial(load_evaluator, ck, MODEL),
             starts,
             stockfish.pool,
             cfg,
@@ -90,16 +76,15 @@ def lubeck_grid(
     run_id = context.run.run_id
     pgn = st.root / "matches" / "lubeck_grid" / f"{run_id}.pgn"
     write_pgn(result.games, pgn)
-    name = report_name(network)
-    write_results(st, name, run_id, result.rows(network))
+    write_results(st, "lubeck_grid", run_id, result.rows(MODEL))
     png = lubeck_grid_png(
         [(c.cell.kind, c.cell.depth, c.cell.seconds, c.score, c.score_low, c.score_high) for c in result.cells],
-        f"{network} vs material_pst in the same search ({len(result.games)} games)",
+        f"{MODEL} vs material_pst in the same search ({len(result.games)} games)",
     )
     folder = st.root / "reports"
-    write_png(folder / f"{name}.png", png)
-    text = result.report_md() + f"\n![score per cell]({name}.png)\n"
-    path = folder / f"{name}.md"
+    write_png(folder / "lubeck_grid.png", png)
+    text = result.report_md() + "\n![score per cell](lubeck_grid.png)\n"
+    path = folder / "lubeck_grid.md"
     with atomic_path(path) as tmp:
         tmp.write_text(text)
     return dg.MaterializeResult(

@@ -54,9 +54,6 @@ GRID_ANCHOR = "Lubeck: network with search vs the traditional evaluation, per de
 
 @dataclass(frozen=True)
 class GridConfig:
-    network: str = "lubeck_wdl_mlp"
-    """The model asset whose latest checkpoint plays against the traditional evaluation: Lubeck's
-    W/D/L network, or any other trained model (which better, slower evaluation pays for itself)."""
     depths: tuple[int, ...] = (2, 4, 6)
     """Search depths (plies): the most each player searches in a cell (Lubeck: 2, 4, 6)."""
     seconds: tuple[float, ...] = (1.0, 2.0, 5.0)
