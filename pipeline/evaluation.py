@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from pipeline.duck import load_sql
 from pipeline.engine import EnginePool, Limit
+from pipeline.lubeck_grid import GRID_SUITE
 from pipeline.matches import MatchResult, MatchSpec, play_game, play_match, wilson_interval
 from pipeline.published import HUI_RANDOM_PEAK, KAUFMAN_ANCHOR
 from pipeline.schemas import METRICS_SCHEMA, RESULTS_SCHEMA
@@ -439,7 +440,11 @@ def report_markdown(model: str, rows: list[tuple], charts: list[str]) -> str:
     if elo:
         lines += ["", "## Elo", "", "| player | Elo | games | detail |", "|---|---|---|---|"]
         lines += [f"| {m} | {v:.0f} | {n} | {d} |" for _, m, v, n, d in elo]
-    themes = [r for r in rows if "/" in r[0]]
+    grid = [r for r in rows if r[0].startswith(GRID_SUITE)]
+    if grid:  # Lubeck's grid: a score and an Elo difference per cell (reports/lubeck_grid.md has the table)
+        lines += ["", "## Lubeck's grid", "", "| cell | metric | value | games | detail |", "|---|---|---|---|---|"]
+        lines += [f"| {s.removeprefix(GRID_SUITE)} | {m} | {v:.4g} | {n} | {d} |" for s, m, v, n, d in grid]
+    themes = [r for r in rows if "/" in r[0] and not r[0].startswith(GRID_SUITE)]
     if themes:
         lines += ["", "## STS by theme", "", "| theme | metric | points | positions | max |", "|---|---|---|---|---|"]
         lines += [f"| {s.split('/', 1)[1]} | {m} | {v:.0f} | {n} | {d} |" for s, m, v, n, d in themes]

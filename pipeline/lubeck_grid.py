@@ -50,6 +50,8 @@ from pipeline.suites import engine_evaluations
 StartKind = Literal["quiet", "tactical"]
 START_KINDS: tuple[str, ...] = get_args(StartKind)
 GRID_ANCHOR = "Lubeck: network with search vs the traditional evaluation, per depth, time and start kind"
+GRID_SUITE = "lubeck_grid/"
+"""The start of a grid cell's suite in evaluation_results: lubeck_grid/<kind>/depth<d>/<t>s."""
 
 
 @dataclass(frozen=True)
@@ -473,7 +475,7 @@ class GridResult:
         score and Elo difference, the suite naming the cell."""
         out = []
         for c in self.cells:
-            suite = f"lubeck_grid/{c.cell.kind}/depth{c.cell.depth}/{c.cell.seconds:g}s"
+            suite = f"{GRID_SUITE}{c.cell.kind}/depth{c.cell.depth}/{c.cell.seconds:g}s"
             budgets = (
                 f"vs material_pst; budgets {c.network_nodes} / {c.material_nodes} nodes a move "
                 f"(network / traditional), depth reached {c.network_depth:.1f} / {c.material_depth:.1f}"

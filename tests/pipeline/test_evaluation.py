@@ -164,3 +164,21 @@ def test_the_real_suites_give_the_figures_they_gave_before(shared_data, stockfis
     assert got[("kaufman", "avg_delta_cp_1ply")] == (pytest.approx(225.52), 25)
     assert got[("kaufman", "median_delta_cp_1ply")] == (133, 25)
     assert read_epd(epd / "kaufman.epd").positions[2].avoid_moves  # position 03: am Rd1
+
+
+def test_a_models_report_keeps_lubecks_grid_cells_out_of_the_sts_themes():
+    """A grid cell's suite has '/' in it like an STS theme's; the report gave it STS's section
+    and points format, so a score of 0.19 printed as 0 and an infinite Elo as -9999 points."""
+    from pipeline.evaluation import report_markdown
+
+    rows = [
+        ("STS1-STS15_LAN_v3.epd/Undermine", "points_1", 412.0, 100, "of 1000"),
+        ("lubeck_grid/tactical/depth2/2s", "score", 0.1875, 8, "budgets 1298 / 2111 nodes"),
+        ("lubeck_grid/tactical/depth2/2s", "elo_difference", -255.0, 8, "95% -533 to +23"),
+    ]
+    text = report_markdown("lubeck_wdl_mlp", rows, [])
+    themes = text.split("## STS by theme", 1)[1]
+    assert "lubeck_grid" not in themes and "| Undermine | points_1 | 412 |" in themes
+    grid = text.split("## Lubeck's grid", 1)[1].split("## STS by theme", 1)[0]
+    assert "| tactical/depth2/2s | score | 0.1875 | 8 |" in grid
+    assert "| tactical/depth2/2s | elo_difference | -255 | 8 |" in grid
