@@ -63,9 +63,9 @@ EVALUATION_SECONDS: dict[Evaluation, dict[str, float]] = {
     "full": {
         "model_results": 0.3,
         "eval_suites_": 375.0,
-        "eval_matches_": 858.0,
+        "eval_matches_": 856.0,
         "eval_pairs_": 7.5,
-        "eval_piece_values_": 84.0,
+        "eval_piece_values_": 83.0,
         "eval_head_to_head": 37.8,
         "elo_ratings": 1.0,
         "eval_report_": 0.4,
@@ -80,10 +80,10 @@ the store of every shared archive (README, Reproducing):
 
 - quick: the means over the 15 models of `reproduce --hours 2 --quick-eval`'s steps;
 - full: `evaluate --suites`: mlp_bitmap_3class's suites (375 s); the matches, the quick mean
-  (73 s) times the mean full/quick ratio (11.7) of the four models timed both ways (287 to
+  (73.4 s) times the mean full/quick ratio (11.66) of the four models timed both ways (287 to
   1,672 s: the CNNs are slowest, their games longer); the head-to-head, Elo and report steps of
   the same runs; the piece values over every test row
-  (training.piece_values.evaluate_checkpoint, 82.5 s); DeepChess's pairs as in the quick run
+  (training.piece_values.evaluate_checkpoint, 82.5 s, 83 with its run); DeepChess's pairs as in the quick run
   (--quick-eval does not change them); Lubeck's default grid (16 start positions of each kind:
   576 games) as 4 x the 144-game grid's 18 min 17 s (README, Lubeck's experiment grid)."""
 MIN_MINUTES = 1.0
