@@ -54,10 +54,11 @@ def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, s
     """
     st = store.get()
     key = context.partition_key
-    source = st.archive_path(key)
+    scan = st.scan_archives()
+    source = st.archive_path(key, scan)
     # The bytes' sha256 as the store's archive index has it (no second read): reproduce compares
     # it with the file's, so the same bytes touched or copied again are not ingested again.
-    digest = st.scan_archives().hashes[key]
+    digest = scan.hashes[key]
     reporter = run_progress(context, "games")
 
     def progress(s: IngestStats) -> None:

@@ -311,8 +311,9 @@ class Store:
         """Every distinct archive under the archives folder (recursively), by partition key."""
         return self.scan_archives().archives
 
-    def archive_path(self, key: str) -> StorePath:
-        scan = self.scan_archives()
+    def archive_path(self, key: str, scan: ArchiveScan | None = None) -> StorePath:
+        """The file of partition `key`; `scan`: a scan_archives() the caller has already made."""
+        scan = scan or self.scan_archives()
         path = scan.archives.get(key)
         if path is None:
             links = [str(p) for p in scan.dangling if partition_key(p.relative_to(self.archives_dir).as_posix()) == key]
