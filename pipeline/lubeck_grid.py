@@ -31,10 +31,8 @@ games: with draws it is a little wider than needed) and the Elo difference with 
 from __future__ import annotations
 
 import math
-import multiprocessing
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
@@ -44,6 +42,7 @@ import numpy as np
 from pipeline.duck import load_sql
 from pipeline.engine import EnginePool, Limit
 from pipeline.matches import GameResult, play_game, wilson_interval
+from pipeline.parallel import ordered_map
 from pipeline.search import AlphaBeta, Evaluator, MaterialEvaluator, SearchPlayer
 from pipeline.suites import engine_evaluations
 
@@ -289,23 +288,17 @@ class TaskResult:
         return [d for game in getattr(self, side) for d, _ in game]
 
 
-_WORKER: dict = {}
-
-
-def _init_worker(network_factory: Callable[[], Evaluator]) -> None:
-    _WORKER["network"] = network_factory()
-
-
-def play_task(task: Task, network: Evaluator | None = None) -> TaskResult:
+def play_task(task: Task, network: Evaluator) -> TaskResult:
     """One start position of one cell: two games, colours swapped (the network White first),
     each between fresh players (empty transposition tables), so each game depends only on its
     start, the evaluators and the budgets."""
-    net = network if network is not None else _WORKER["network"]
     cell, d = task.cell, task.cell.depth
     games, net_searches, mat_searches = [], [], []
     t = time.process_time()
     for j in range(2):
-        n = RecordingPlayer(AlphaBeta(net, nodes=task.network_nodes, max_depth=d), player_name(task.network_name, cell))
+        n = RecordingPlayer(
+            AlphaBeta(network, nodes=task.network_nodes, max_depth=d), player_name(task.network_name, cell)
+        )
         m = RecordingPlayer(
             AlphaBeta(MaterialEvaluator(), nodes=task.material_nodes, max_depth=d),
             player_name(MaterialEvaluator.name, cell),
@@ -337,24 +330,7 @@ def play_tasks(
     """Every task, in `workers` processes (one: in this process); results in the tasks' order.
     Each task starts fresh players (empty transposition tables), so a result does not depend on
     which process played it or what it played before."""
-    out: list[TaskResult | None] = [None] * len(tasks)
-    if workers == 1:
-        net = network_factory()
-        for i, task in enumerate(tasks):
-            out[i] = play_task(task, net)
-            if progress:
-                progress(i + 1, len(tasks))
-        return out  # type: ignore[return-value]
-    ctx = multiprocessing.get_context("spawn")  # torch and forked processes do not mix
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(network_factory,)) as ex:
-        futures = {ex.submit(play_task, task): i for i, task in enumerate(tasks)}
-        done = 0
-        for fut in as_completed(futures):
-            out[futures[fut]] = fut.result()
-            done += 1
-            if progress:
-                progress(done, len(tasks))
-    return out  # type: ignore[return-value]
+    return ordered_map(play_task, tasks, workers, network_factory, progress=progress)
 
 
 # --- Adjudication and figures ---------------------------------------------------------------

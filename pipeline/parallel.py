@@ -1,0 +1,84 @@
+"""Independent tasks (games, searches) spread over processes, results in the tasks' order.
+
+    results = ordered_map(play, tasks, workers=2, setup=functools.partial(load_evaluator, ck))
+
+Each process calls `setup(*setup_args)` once (loading a network, say) and then
+`fn(task, state)` for every task it is given; with one worker that all happens in this process.
+`fn` and `setup` must be picklable (module-level functions or functools.partial of them), as
+must the tasks and results: processes are spawned, because torch and forked processes do not
+mix. A result must depend on its task and the state only, never on which process played it or
+what that process played before; then any number of workers gives the same results.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_STATE: dict[str, Any] = {}
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def resolve_workers(workers: int, tasks: int) -> int:
+    """workers 0 is one per usable core; never more processes than tasks, never fewer than one."""
+    if workers < 0:
+        raise ValueError(f"workers must be 0 (every usable core) or more, got {workers}")
+    return max(1, min(workers or usable_cores(), tasks))
+
+
+def _setup(setup: Callable[..., Any], args: tuple) -> None:
+    _STATE["value"] = setup(*args)
+
+
+def _call(fn: Callable[[Any, Any], Any], task: Any) -> Any:
+    return fn(task, _STATE["value"])
+
+
+def ordered_map(
+    fn: Callable[[T, Any], R],
+    tasks: Sequence[T],
+    workers: int,
+    setup: Callable[..., Any],
+    setup_args: tuple = (),
+    progress: Callable[[int, int], None] | None = None,
+) -> list[R]:
+    """fn(task, setup(*setup_args)) for every task, in `workers` processes (0: one per usable
+    core; 1: here); progress(done, total) after each. The first task to raise stops the rest and
+    its error is raised here."""
+    total = len(tasks)
+    if not total:
+        return []
+    n = resolve_workers(workers, total)
+    out: list[Any] = [None] * total
+    if n == 1:
+        state = setup(*setup_args)
+        for i, task in enumerate(tasks):
+            out[i] = fn(task, state)
+            if progress:
+                progress(i + 1, total)
+        return out
+    ex = ProcessPoolExecutor(
+        n, mp_context=multiprocessing.get_context("spawn"), initializer=_setup, initargs=(setup, setup_args)
+    )
+    try:
+        futures = {ex.submit(_call, fn, task): i for i, task in enumerate(tasks)}
+        for done, fut in enumerate(as_completed(futures), 1):
+            out[futures[fut]] = fut.result()
+            if progress:
+                progress(done, total)
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
+    return out
