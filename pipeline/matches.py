@@ -11,8 +11,9 @@ player to move claims as soon as the position allows it. `max_plies` ends a game
 from __future__ import annotations
 
 import datetime as dt
+import io
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,14 @@ class GameResult:
     @property
     def white_score(self) -> float | None:
         return {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}.get(self.result)
+
+    def __getstate__(self) -> dict:
+        """Pickled (to and from the processes playing games) with the game as PGN text: a long
+        game's chain of nodes is deeper than pickle's recursion limit."""
+        return {**self.__dict__, "game": str(self.game)}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update({**state, "game": chess.pgn.read_game(io.StringIO(state["game"]))})
 
 
 def game_end(board: chess.Board, claim_draws: bool) -> tuple[str, str] | None:
@@ -145,27 +154,57 @@ class MatchResult:
         return pts, w, d, lost, u
 
 
-def play_match(
-    spec: MatchSpec, openings: list[EpdPosition], progress: Callable[[int, int], None] | None = None
-) -> MatchResult:
-    """Each opening twice, colours swapped: a plays White first."""
+def play_pairing(spec: MatchSpec, opening: EpdPosition, index: int, colour: int) -> GameResult:
+    """One game of a match: opening number `index` (from 0), a White when colour is 0, b when 1.
+    The players are built for this game alone (fresh search tables, a fresh engine), so a game
+    depends on its opening and colours only, not on the games played before it or where."""
     a, b = spec.a(), spec.b()
     try:
-        out = MatchResult(spec.name, a.name, b.name)
-        total = 2 * len(openings)
-        for i, op in enumerate(openings):
-            for j, (w, bl) in enumerate(((a, b), (b, a))):
-                out.games.append(
-                    play_game(
-                        w, bl, op.board, spec.max_plies, spec.claim_draws, op.id, f"{spec.name}", f"{i + 1}.{j + 1}"
-                    )
-                )
-                if progress:
-                    progress(len(out.games), total)
+        white, black = (a, b) if colour == 0 else (b, a)
+        return play_game(
+            white,
+            black,
+            opening.board,
+            spec.max_plies,
+            spec.claim_draws,
+            opening.id,
+            spec.name,
+            f"{index + 1}.{colour + 1}",
+        )
     finally:
         a.close()
         b.close()
-    return out
+
+
+def pairings(openings: Sequence[EpdPosition]) -> list[tuple[int, int]]:
+    """(opening index, colour) of every game of a match, in playing order: each opening twice,
+    a White first."""
+    return [(i, colour) for i in range(len(openings)) for colour in (0, 1)]
+
+
+def match_result(spec: MatchSpec, games: list[GameResult]) -> MatchResult:
+    """The match of `games` (pairings order); the players' names are those its first game used."""
+    if games:
+        a, b = games[0].white, games[0].black
+    else:  # no openings: the names from players built for nothing else
+        pa, pb = spec.a(), spec.b()
+        a, b = pa.name, pb.name
+        pa.close()
+        pb.close()
+    return MatchResult(spec.name, a, b, games)
+
+
+def play_match(
+    spec: MatchSpec, openings: list[EpdPosition], progress: Callable[[int, int], None] | None = None
+) -> MatchResult:
+    """Each opening twice, colours swapped: a plays White first. Every game here, one after the
+    other (pipeline.evaluation.run_matches spreads a model's matches over processes)."""
+    games, todo = [], pairings(openings)
+    for i, colour in todo:
+        games.append(play_pairing(spec, openings[i], i, colour))
+        if progress:
+            progress(len(games), len(todo))
+    return match_result(spec, games)
 
 
 def write_pgn(games: Iterable[GameResult], path: Path) -> None:

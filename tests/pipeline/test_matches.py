@@ -141,3 +141,23 @@ def test_default_openings_are_the_shared_list(shared_data):
     ours = [p.board for p in sabatelli_openings()]
     assert [b.fen() for b in ours] == [b.fen() for b in shared] and len(ours) == 20
     assert all(b.is_valid() and b.turn == chess.WHITE for b in ours)
+
+
+def test_a_long_game_crosses_processes_whole():
+    """Before: a long game's chain of PGN nodes was deeper than pickle's recursion limit (about
+    250 plies), so a long match game played in another process failed on its way back."""
+    import pickle
+
+    game = play_game(RandomPlayer(1), RandomPlayer(2), chess.Board(), max_plies=400, opening="random")
+    assert game.plies > 300
+    back = pickle.loads(pickle.dumps(game))
+    assert (back.white, back.black, back.result, back.termination, back.plies, back.opening) == (
+        game.white,
+        game.black,
+        game.result,
+        game.termination,
+        game.plies,
+        game.opening,
+    )
+    assert list(back.game.mainline_moves()) == list(game.game.mainline_moves())
+    assert dict(back.game.headers) == dict(game.game.headers)
