@@ -10,6 +10,7 @@ newest file on disk).
 """
 
 import dataclasses
+import functools
 import os
 import time
 from collections import Counter
@@ -119,6 +120,16 @@ class SuitesConfig(DescribedConfig):
     """Stockfish depth of Kaufman's delta-cp evaluations."""
     max_positions: int = 0
     """Positions per suite (0: all)."""
+    workers: int = 0
+    """Processes searching at once (0: one per core this process may use). Every search starts
+    fresh, so the moves do not depend on it."""
+
+    @field_validator("workers")
+    @classmethod
+    def _workers(cls, workers: int) -> int:
+        if workers < 0:
+            raise ValueError(f"workers is 0 (one per usable core) or a number of processes, got {workers}")
+        return workers
 
 
 MatchesConfig = config_from(
@@ -146,7 +157,7 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext, config: SuitesConfig, store: StoreResource, stockfish: StockfishResource
     ) -> dg.MaterializeResult:
         from pipeline.engine import Limit
-        from pipeline.evaluation import load_suites, problem_rows, run_suite
+        from pipeline.evaluation import load_suites, problem_rows, run_suites
         from pipeline.plots import kaufman_png, sts_themes_png
         from training.evaluator import load_evaluator
 
@@ -170,17 +181,17 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
                     f"(line {s.failures[0].line}: {s.failures[0].reason})"
                 )
         progress = run_progress(context, "suite positions", len(depths) * sum(len(s.positions) for s in suites))
-        for suite in suites:
-            report, suite_rows = run_suite(
-                evaluator,
-                suite.name,
-                suite.positions,
-                depths,
-                stockfish.pool,
-                Limit("depth", config.kaufman_depth),
-                context.log.info,
-                progress.step,
-            )
+        reports = run_suites(
+            functools.partial(load_evaluator, checkpoint_of(context, model), model),  # loaded in each process
+            [(s.name, s.positions) for s in suites],
+            depths,
+            stockfish.pool,
+            Limit("depth", config.kaufman_depth),
+            config.workers,
+            context.log.info,
+            progress.step,
+        )
+        for suite, (report, suite_rows) in zip(suites, reports, strict=True):
             rows += suite_rows + problem_rows(suite)
             out = report_dir(st, model)
             for depth, deltas in report.kaufman.items():
@@ -244,7 +255,10 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
         st = store.get()
         ck = checkpoint_of(context, model)
         net = load_evaluator(ck, model)
-        cfg = config.to_dataclass(MatchConfig)
+        try:
+            cfg = config.to_dataclass(MatchConfig)
+        except ValueError as e:
+            raise dg.Failure(str(e)) from None
         if getattr(net, "max_depth", None):  # a comparison player: its 1-ply matches only
             cfg = dataclasses.replace(
                 cfg, search_depths=playable_depths(net, cfg.search_depths, context.log.warning), movetime=0.0
@@ -253,7 +267,7 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
         progress = run_progress(context, "games")
         matches, rows = run_matches(
             model,
-            lambda: net,
+            functools.partial(load_evaluator, ck, model),  # loaded again in each process playing games
             MaterialEvaluator,
             sabatelli_openings(),
             stockfish.binary(),

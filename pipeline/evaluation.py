@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +21,16 @@ import pyarrow as pa
 from pipeline.duck import load_sql
 from pipeline.engine import EnginePool, Limit
 from pipeline.lubeck_grid import GRID_SUITE
-from pipeline.matches import MatchResult, MatchSpec, play_game, play_match, wilson_interval
+from pipeline.matches import (
+    MatchResult,
+    MatchSpec,
+    match_result,
+    pairings,
+    play_game,
+    play_pairing,
+    wilson_interval,
+)
+from pipeline.parallel import ordered_map, resolve_workers
 from pipeline.published import HUI_RANDOM_PEAK, KAUFMAN_ANCHOR
 from pipeline.schemas import METRICS_SCHEMA, RESULTS_SCHEMA
 from pipeline.search import AlphaBeta, Evaluator, RandomPlayer, SearchPlayer, StockfishPlayer
@@ -104,17 +113,30 @@ def suite_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.suffix.lower() == ".epd" and not p.is_dir())
 
 
+def _search_move(task: tuple[chess.Board, int], evaluator: Evaluator) -> chess.Move:
+    board, depth = task
+    return AlphaBeta(evaluator, depth=depth).search(board).move
+
+
 def choose_moves(
-    evaluator: Evaluator, positions: list[EpdPosition], depth: int, progress: Callable[[int], None] | None = None
-) -> list[chess.Move]:
-    """The move the evaluator's search plays in each position; progress(1) after each."""
-    search = AlphaBeta(evaluator, depth=depth)
-    moves = []
-    for p in positions:
-        moves.append(search.search(p.board).move)
-        if progress:
-            progress(1)
-    return moves
+    evaluator_factory: Callable[[], Evaluator],
+    searches: Sequence[tuple[Sequence[EpdPosition], int]],
+    workers: int = 1,
+    progress: Callable[[int], None] | None = None,
+) -> list[list[chess.Move]]:
+    """For each (positions, depth) of `searches`, the move the evaluator's search to that depth
+    plays in each position: every search fresh (an empty transposition table), so a move depends
+    on its position alone, and all of them in one pool of `workers` processes (evaluator_factory
+    picklable when more than one). progress(1) after each position."""
+    tasks = [(p.board, depth) for positions, depth in searches for p in positions]
+    moves = ordered_map(
+        _search_move, tasks, workers, evaluator_factory, progress=progress and (lambda _done, _total: progress(1))
+    )
+    out, at = [], 0
+    for positions, _ in searches:
+        out.append(moves[at : at + len(positions)])
+        at += len(positions)
+    return out
 
 
 @dataclass
@@ -174,30 +196,46 @@ def problem_rows(suite: EpdFile | None = None, unreadable: tuple[str, str] | Non
     ]
 
 
-def run_suite(
-    evaluator: Evaluator,
-    name: str,
-    positions: list[EpdPosition],
+def run_suites(
+    evaluator_factory: Callable[[], Evaluator],
+    suites: Sequence[tuple[str, list[EpdPosition]]],
     depths: tuple[int, ...],
     pool: EnginePool | None,
     kaufman_limit: Limit | None,
+    workers: int = 1,
     log: Callable[[str], None] = print,
     progress: Callable[[int], None] | None = None,
+) -> list[tuple[SuiteReport, list[Row]]]:
+    """Each (name, positions) suite (load_suite) at each search depth, every search in one pool
+    of `workers` processes (choose_moves), then scored per suite (score_searched)."""
+    t = time.monotonic()
+    moves = iter(choose_moves(evaluator_factory, [(ps, d) for _, ps in suites for d in depths], workers, progress))
+    n = sum(len(ps) for _, ps in suites) * len(depths)
+    log(f"{n:,} searches in {time.monotonic() - t:.0f} s with {resolve_workers(workers, n)} process(es)")
+    return [
+        score_searched(name, positions, {d: next(moves) for d in depths}, pool, kaufman_limit, log)
+        for name, positions in suites
+    ]
+
+
+def score_searched(
+    name: str,
+    positions: list[EpdPosition],
+    moves: dict[int, list[chess.Move]],
+    pool: EnginePool | None,
+    kaufman_limit: Limit | None,
+    log: Callable[[str], None] = print,
 ) -> tuple[SuiteReport, list[Row]]:
-    """One suite's positions (load_suite) at each search depth: STS points (c8/c9 or STS-shaped
-    c0), solved counts (bm/am), and for Kaufman's test (a suite named kaufman*) delta-cp from the
-    engine pool."""
+    """One suite scored from the moves its search played at each depth: STS points (c8/c9 or
+    STS-shaped c0), solved counts (bm/am), and for Kaufman's test (a suite named kaufman*)
+    delta-cp from the engine pool."""
     report = SuiteReport(name, is_sts(positions))
     rows: list[Row] = []
-    for depth in depths:
-        t = time.monotonic()
-        moves = choose_moves(evaluator, positions, depth, progress)
-        s = score_suite(positions, moves)
+    for depth, played in moves.items():
+        s = score_suite(positions, played)
         report.scores[depth] = s
         d = depth_label(depth)
-        log(
-            f"{name} {d}: {s.points}/{s.max_points} points, {s.solved}/{s.scored} solved in {time.monotonic() - t:.0f}s"
-        )
+        log(f"{name} {d}: {s.points}/{s.max_points} points, {s.solved}/{s.scored} solved")
         if report.sts:
             rows.append((name, f"points_{d}", s.points, s.pointed, f"of {s.max_points}"))
             rows.append(
@@ -208,7 +246,7 @@ def run_suite(
         if s.scored:
             rows.append((name, f"solved_{d}", s.solved, s.scored, f"of {s.scored} with bm/am"))
         if name.lower().startswith("kaufman") and pool is not None and kaufman_limit is not None:
-            deltas = kaufman_delta_cp(positions, moves, pool, kaufman_limit)
+            deltas = kaufman_delta_cp(positions, played, pool, kaufman_limit)
             report.kaufman[depth] = deltas
             mean = sum(x.delta for x in deltas) / len(deltas)
             rows.append((name, f"avg_delta_cp_{d}", mean, len(deltas), f"Stockfish {kaufman_limit}; {KAUFMAN_ANCHOR}"))
@@ -247,7 +285,14 @@ class MatchConfig:
     max_plies: int = 400
     """Other matches: a game still going after this many plies ends unfinished ('*')."""
     seed: int = 0
-    """Seed of the random mover's moves."""
+    """Seed of the random mover's moves (each game's mover starts from it)."""
+    workers: int = 0
+    """Processes playing the games at once (0: one per core this process may use). Every game
+    starts fresh players, so the games do not depend on it, but for the fixed-time match's."""
+
+    def __post_init__(self) -> None:
+        if self.workers < 0:
+            raise ValueError(f"workers is 0 (one per usable core) or a number of processes, got {self.workers}")
 
 
 def match_rows(m: MatchResult, opponent: str, anchor: str = "") -> list[Row]:
@@ -266,22 +311,22 @@ def match_rows(m: MatchResult, opponent: str, anchor: str = "") -> list[Row]:
     ]
 
 
-def run_matches(
+Planned = tuple[MatchSpec, list[EpdPosition], str, str]
+"""A match to play: its spec, its openings, the opponent's name in the results, the anchor."""
+
+
+def match_plan(
     model: str,
     evaluator_factory: Callable[[], Evaluator],
     traditional: Callable[[], Evaluator],
     openings: list[EpdPosition],
     stockfish_path: str,
     cfg: MatchConfig,
-    log: Callable[[str], None] = print,
-    progress: Callable[[int, int], None] | None = None,
-) -> tuple[list[MatchResult], list[Row]]:
-    """The network (1-ply, as published) against the random mover (Hui) and Stockfish skill
-    levels; with search against the traditional evaluation at a fixed depth and a fixed time
-    per move (Lubeck). progress(games done, games in all) after every game."""
+) -> list[Planned]:
+    """The matches of run_matches; building the plan builds no player."""
     ops = openings[: cfg.openings]
     one_ply = lambda: SearchPlayer(AlphaBeta(evaluator_factory(), depth=1), player_name(model, 1))  # noqa: E731
-    specs: list[tuple[MatchSpec, list[EpdPosition], str, str]] = [
+    plan: list[Planned] = [
         (
             MatchSpec("vs random", one_ply, lambda: RandomPlayer(cfg.seed), max_plies=cfg.random_plies),
             ops,
@@ -290,7 +335,7 @@ def run_matches(
         )
     ]
     for skill in cfg.stockfish_skills:
-        specs.append(
+        plan.append(
             (
                 MatchSpec(
                     f"vs stockfish skill {skill}",
@@ -304,7 +349,7 @@ def run_matches(
             )
         )
     for d in cfg.search_depths:
-        specs.append(
+        plan.append(
             (
                 MatchSpec(
                     f"depth {d} vs traditional",
@@ -319,7 +364,7 @@ def run_matches(
         )
     if cfg.movetime:
         t = cfg.movetime
-        specs.append(
+        plan.append(
             (
                 MatchSpec(
                     f"{t:g}s vs traditional",
@@ -332,16 +377,58 @@ def run_matches(
                 "Lubeck: fixed time per move",
             )
         )
+    return plan
+
+
+def _plan_in_worker(
+    model: str,
+    evaluator_factory: Callable[[], Evaluator],
+    traditional: Callable[[], Evaluator],
+    openings: list[EpdPosition],
+    stockfish_path: str,
+    cfg: MatchConfig,
+) -> list[Planned]:
+    """The plan again in a process playing its games, with the network loaded once there."""
+    net = evaluator_factory()
+    return match_plan(model, lambda: net, traditional, openings, stockfish_path, cfg)
+
+
+def _play_planned(task: tuple[int, int, int], plan: list[Planned]):
+    match, index, colour = task
+    spec, ops, _, _ = plan[match]
+    return play_pairing(spec, ops[index], index, colour)
+
+
+def run_matches(
+    model: str,
+    evaluator_factory: Callable[[], Evaluator],
+    traditional: Callable[[], Evaluator],
+    openings: list[EpdPosition],
+    stockfish_path: str,
+    cfg: MatchConfig,
+    log: Callable[[str], None] = print,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[MatchResult], list[Row]]:
+    """The network (1-ply, as published) against the random mover (Hui) and Stockfish skill
+    levels; with search against the traditional evaluation at a fixed depth and a fixed time
+    per move (Lubeck). The games of every match are played in cfg.workers processes; with more
+    than one, evaluator_factory and traditional must be picklable (functools.partial of
+    training.evaluator.load_evaluator, a class). progress(games done, games in all) after
+    every game."""
+    args = (model, evaluator_factory, traditional, openings, stockfish_path, cfg)
+    plan = match_plan(*args)
+    tasks = [(m, i, colour) for m, (_, ops, _, _) in enumerate(plan) for i, colour in pairings(ops)]
+    t0 = time.monotonic()
+    games = ordered_map(_play_planned, tasks, cfg.workers, _plan_in_worker, args, progress)
     results, rows = [], []
-    total, before = sum(2 * len(o) for _, o, _, _ in specs), 0
-    for spec, ops_, opponent, anchor in specs:
-        t0 = time.monotonic()
-        m = play_match(spec, ops_, progress and (lambda done, _, b=before: progress(b + done, total)))
-        before += len(m.games)
-        pts, w, dr, lost, u = m.score(m.a)
-        log(f"{model} {spec.name}: +{w} ={dr} -{lost} ({u} unfinished) in {time.monotonic() - t0:.0f}s")
-        results.append(m)
-        rows += match_rows(m, opponent, anchor)
+    for m, (spec, _, opponent, anchor) in enumerate(plan):
+        match = match_result(spec, [g for task, g in zip(tasks, games) if task[0] == m])
+        pts, w, dr, lost, u = match.score(match.a)
+        log(f"{model} {spec.name}: +{w} ={dr} -{lost} ({u} unfinished)")
+        results.append(match)
+        rows += match_rows(match, opponent, anchor)
+    n = resolve_workers(cfg.workers, len(tasks))
+    log(f"{model}: {len(tasks)} match games in {time.monotonic() - t0:.0f} s with {n} process(es)")
     return results, rows
 
 

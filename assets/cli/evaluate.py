@@ -42,6 +42,8 @@ class EvaluationRequest:
     """Openings per match, each played with both colours; None: the asset's (20)."""
     only: Only | None = None
     """Only the suites, or only the matches (and Elo)."""
+    workers: int | None = None
+    """Processes searching suites and playing match games at once; None: the assets' (0, every core)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,8 @@ def evaluate(store: Store, instance: dg.DagsterInstance, request: EvaluationRequ
     if request.openings:
         matches["openings"] = head["openings"] = request.openings
         matches["time_openings"] = min(request.openings, 10)
+    if request.workers is not None:
+        suites["workers"] = matches["workers"] = request.workers
     ops = {}
     for m in names:
         if request.only != "matches":
@@ -139,6 +143,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         depths=tuple(args.depths or ()),
         openings=args.openings,
         only=args.only,
+        workers=args.workers,
     )
     print_result(evaluate(store, instance, request))
 
@@ -158,4 +163,14 @@ def add_parser(sub) -> None:
     add_field_flag(s, SuitesConfig, "depths", "--depths", type=int, nargs="+", default=None, metavar="DEPTH")
     add_field_flag(s, MatchesConfig, "openings", "--openings", default=None, metavar="N")
     s.add_argument("--only", choices=get_args(Only), help="run only the suites or only the matches (and Elo)")
+    add_field_flag(
+        s,
+        SuitesConfig,
+        "workers",
+        "--workers",
+        default=None,
+        metavar="N",
+        help="processes searching the suites and playing the match games at once (0: one per core this "
+        "process may use; the results do not depend on it, but the fixed-time match's) (default {default})",
+    )
     s.set_defaults(func=cmd_evaluate)

@@ -13,7 +13,7 @@ from pipeline.evaluation import (
     load_suites,
     problem_rows,
     run_endgames,
-    run_suite,
+    run_suites,
     suite_files,
 )
 from pipeline.search import MaterialEvaluator
@@ -66,9 +66,9 @@ def test_won_endgames_are_confirmed_and_played_out(tmp_path, stockfish):
 
 def _suite_rows(suites, depths=(1,), pool=None, limit=None):
     rows = []
-    for s in suites:
-        rows += run_suite(MaterialEvaluator(), s.name, s.positions, depths, pool, limit, log=lambda _: None)[1]
-        rows += problem_rows(s)
+    reports = run_suites(MaterialEvaluator, [(s.name, s.positions) for s in suites], depths, pool, limit, log=print)
+    for s, (_, suite_rows) in zip(suites, reports, strict=True):
+        rows += suite_rows + problem_rows(s)
     return rows
 
 
@@ -182,3 +182,49 @@ def test_a_models_report_keeps_lubecks_grid_cells_out_of_the_sts_themes():
     grid = text.split("## Lubeck's grid", 1)[1].split("## STS by theme", 1)[0]
     assert "| tactical/depth2/2s | score | 0.1875 | 8 |" in grid
     assert "| tactical/depth2/2s | elo_difference | -255 | 8 |" in grid
+
+
+def test_games_and_suite_moves_do_not_depend_on_the_number_of_processes(tmp_path, stockfish):
+    """Every match game starts fresh players and every suite search an empty table, so two
+    processes play the games and choose the moves one process does; and a suite's move is the
+    one a direct search of its position finds."""
+    import dataclasses
+
+    from pipeline.evaluation import MatchConfig, choose_moves, load_suite, run_matches
+    from pipeline.openings import sabatelli_openings
+    from pipeline.search import AlphaBeta
+
+    cfg = MatchConfig(
+        openings=2,
+        random_plies=16,
+        stockfish_skills=(20,),  # below 20 Stockfish picks among moves at random
+        stockfish_depth=1,
+        search_depths=(1, 2),
+        movetime=0.0,
+        max_plies=24,
+        workers=1,
+    )
+    args = ("material_pst", MaterialEvaluator, MaterialEvaluator, sabatelli_openings(), stockfish)
+    one, rows_one = run_matches(*args, cfg, log=lambda _: None)
+    two, rows_two = run_matches(*args, dataclasses.replace(cfg, workers=2), log=lambda _: None)
+    assert [m.name for m in one] == [
+        "vs random",
+        "vs stockfish skill 20",
+        "depth 1 vs traditional",
+        "depth 2 vs traditional",
+    ]
+    assert rows_one == rows_two
+    for a, b in zip(one, two, strict=True):
+        assert (a.name, a.a, a.b, len(a.games)) == (b.name, b.a, b.b, 4)
+        assert [g.white for g in a.games] == [a.a, a.b, a.a, a.b]  # each opening twice, a White first
+        assert [str(g.game.mainline_moves()) for g in a.games] == [str(g.game.mainline_moves()) for g in b.games]
+        assert [g.game.headers["Round"] for g in b.games] == ["1.1", "1.2", "2.1", "2.2"]
+
+    path = tmp_path / "sts_mini.epd"
+    path.write_text(STS_LINES)
+    positions = load_suite(path).positions
+    searches = [(positions, 1), (positions, 2)]
+    direct = [[AlphaBeta(MaterialEvaluator(), depth=d).search(p.board).move for p in ps] for ps, d in searches]
+    assert choose_moves(MaterialEvaluator, searches, workers=2) == direct == choose_moves(MaterialEvaluator, searches)
+    with pytest.raises(ValueError, match="workers is 0"):
+        MatchConfig(workers=-1)
