@@ -12,8 +12,11 @@ what that process played before; then any number of workers gives the same resul
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
+import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TypeVar
@@ -39,11 +42,32 @@ def resolve_workers(workers: int, tasks: int) -> int:
     return max(1, min(workers or usable_cores(), tasks))
 
 
+def task_seed(*parts: object) -> int:
+    """A seed for one task from what identifies it (the run's seed, the task's place in the run):
+    the same whichever process runs the task and whatever ran there before."""
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A worker whose parent is gone (killed, out of memory) ends too, instead of waiting forever
+    with a network loaded."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
+
+
 def _setup(setup: Callable[..., Any], args: tuple) -> None:
-    _STATE["value"] = setup(*args)
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    try:
+        _STATE["value"] = setup(*args)
+    except Exception as e:  # each task raises it: the caller sees why, not a broken pool
+        _STATE["error"] = e
 
 
 def _call(fn: Callable[[Any, Any], Any], task: Any) -> Any:
+    if "error" in _STATE:
+        raise _STATE["error"]
     return fn(task, _STATE["value"])
 
 
@@ -56,8 +80,9 @@ def ordered_map(
     progress: Callable[[int, int], None] | None = None,
 ) -> list[R]:
     """fn(task, setup(*setup_args)) for every task, in `workers` processes (0: one per usable
-    core; 1: here); progress(done, total) after each. The first task to raise stops the rest and
-    its error is raised here."""
+    core; 1: here); progress(done, total) after each. The first task to raise (or setup: each
+    task then raises its error) stops the rest: the processes are ended at once, and the error
+    is raised here; so is an interrupt."""
     total = len(tasks)
     if not total:
         return []
@@ -79,6 +104,10 @@ def ordered_map(
             out[futures[fut]] = fut.result()
             if progress:
                 progress(done, total)
-    finally:
-        ex.shutdown(wait=True, cancel_futures=True)
+    except BaseException:  # a task's error, Ctrl-C, SIGTERM: the tasks running are not waited for
+        for process in list((getattr(ex, "_processes", None) or {}).values()):
+            process.terminate()
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    ex.shutdown(wait=True)
     return out

@@ -47,3 +47,91 @@ def test_two_processes_keep_the_order_and_raise_a_tasks_error():
     assert seen == [(i, 40) for i in range(1, 41)]
     with pytest.raises(ValueError, match="task -1 refused"):
         ordered_map(_task, [1, 2, -1, 3], 2, _setup, (0,))
+
+
+def _broken_setup() -> None:
+    raise FileNotFoundError("no checkpoint at models/x/checkpoint.pt")
+
+
+def _sleeper(task: tuple[str, float], _state) -> None:
+    """Writes its process id to a file named in the task, then sleeps."""
+    import time
+    from pathlib import Path
+
+    folder, seconds = task
+    Path(folder, f"{os.getpid()}").touch()
+    time.sleep(seconds)
+
+
+def _gone(pids: list[int], within: float) -> bool:
+    import time
+
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        alive = []
+        for pid in pids:
+            try:
+                os.kill(pid, 0)
+                alive.append(pid)
+            except ProcessLookupError:
+                pass
+        if not alive:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _workers_started(folder, n: int = 2, within: float = 30.0) -> list[int]:
+    import time
+
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        pids = [int(p.name) for p in folder.iterdir()]
+        if len(pids) >= n:
+            return pids
+        time.sleep(0.1)
+    raise AssertionError(f"fewer than {n} workers started in {within} s")
+
+
+@pytest.mark.slow
+def test_a_setup_error_reaches_the_caller_by_its_own_words():
+    """Before: with two processes it came back as 'BrokenProcessPool: A process in the process
+    pool was terminated abruptly', the reason only in a worker's stderr."""
+    with pytest.raises(FileNotFoundError, match="no checkpoint at models/x/checkpoint.pt"):
+        ordered_map(_task, [1, 2, 3], 2, _broken_setup)
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        ordered_map(_task, [1, 2, 3], 1, _broken_setup)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["interrupt", "kill"])
+def test_the_workers_end_with_their_caller(tmp_path, how):
+    """Interrupted, the caller ends the running tasks at once (before: it waited for them and one
+    queued task more); killed with SIGKILL, its workers end by themselves (before: they stayed,
+    each with its network loaded)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = (
+        "import sys\nfrom pipeline.parallel import ordered_map\n"
+        "from tests.pipeline.test_parallel import _setup, _sleeper\n"
+        "try:\n"
+        f"    ordered_map(_sleeper, [({str(tmp_path)!r}, 60.0)] * 4, 2, _setup, (0,))\n"
+        "except KeyboardInterrupt:\n"
+        "    sys.exit(130)\n"
+    )
+    caller = subprocess.Popen([sys.executable, "-c", code], cwd=root)
+    try:
+        pids = _workers_started(tmp_path)
+        start = time.monotonic()
+        caller.send_signal(signal.SIGINT if how == "interrupt" else signal.SIGKILL)
+        rc = caller.wait(timeout=30)
+        assert rc == (130 if how == "interrupt" else -signal.SIGKILL)
+        assert _gone(pids, within=10.0), f"workers {pids} still running"
+        assert time.monotonic() - start < 10.0
+    finally:
+        caller.kill()
