@@ -157,9 +157,13 @@ class MatchResult:
 def play_pairing(spec: MatchSpec, opening: EpdPosition, index: int, colour: int) -> GameResult:
     """One game of a match: opening number `index` (from 0), a White when colour is 0, b when 1.
     The players are built for this game alone (fresh search tables, a fresh engine), so a game
-    depends on its opening and colours only, not on the games played before it or where."""
+    depends on its opening and colours only, not on the games played before it or where. A
+    player with a seed (the random mover) is reseeded from the game's place in the match."""
     a, b = spec.a(), spec.b()
     try:
+        for p in (a, b):
+            if hasattr(p, "seed_game"):
+                p.seed_game(spec.name, index, colour)
         white, black = (a, b) if colour == 0 else (b, a)
         return play_game(
             white,

@@ -441,7 +441,15 @@ class RandomPlayer:
     name = "random"
 
     def __init__(self, seed: int = 0):
+        self.seed = seed
         self.rng = random.Random(seed)
+
+    def seed_game(self, *game: object) -> None:
+        """Moves of their own for one game of a match (its place in the match: match, opening,
+        colour), from this player's seed: the same whichever process plays that game."""
+        from pipeline.parallel import task_seed
+
+        self.rng.seed(task_seed("random mover", self.seed, *game))
 
     def choose(self, board: chess.Board) -> chess.Move:
         return self.rng.choice(list(board.legal_moves))

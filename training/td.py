@@ -31,11 +31,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import functools
-import hashlib
 import io
 import math
-import os
 import random
 import re
 import time
@@ -52,6 +49,7 @@ import chess.pgn
 import numpy as np
 
 from pipeline.matches import GameResult, MatchResult, game_end, play_game, wilson_interval
+from pipeline.parallel import task_seed, usable_cores
 from pipeline.search import AlphaBeta, MaterialEvaluator, RandomPlayer, SearchPlayer, board_arrays
 from pipeline.settings import literal_choices
 from pipeline.storage import StorePath
@@ -356,8 +354,7 @@ def td_update(
 
 def game_seed(seed: int, generation: int, index: int, what: str = "selfplay") -> int:
     """A seed per game that does not depend on which process plays it."""
-    digest = hashlib.sha256(f"{what}:{seed}:{generation}:{index}".encode()).digest()
-    return int.from_bytes(digest[:8], "little")
+    return task_seed(what, seed, generation, index)
 
 
 def random_krk(rng: random.Random) -> chess.Board:
@@ -469,23 +466,6 @@ def vs_random_game(params: np.ndarray, cfg: TDConfig, index: int, stream: str = 
     return play_game(white, black, chess.Board(), cfg.curve_plies, event="td vs random", round_=str(index + 1))
 
 
-def _portable(fn: Callable[..., GameResult]) -> Callable[..., tuple]:
-    """A game function whose result crosses a process boundary: a python-chess game is a linked
-    tree of nodes that pickles recursively (a 400-ply game overflows the stack), so it travels
-    as its PGN text and is read back by `_restore`."""
-    return functools.partial(_call_portable, fn)
-
-
-def _call_portable(fn, *args) -> tuple:
-    g = fn(*args)
-    return (g.white, g.black, g.result, g.termination, g.plies, g.opening, str(g.game))
-
-
-def _restore(t: tuple) -> GameResult:
-    white, black, result, termination, plies, opening, pgn = t
-    return GameResult(white, black, result, termination, plies, opening, chess.pgn.read_game(io.StringIO(pgn)))
-
-
 def won(game: GameResult, player: str) -> bool:
     return (game.result == "1-0" and game.white == player) or (game.result == "0-1" and game.black == player)
 
@@ -550,7 +530,7 @@ class GamePool:
     """Games played one per process (or here, with workers=1), results in submission order."""
 
     def __init__(self, workers: int):
-        self.workers = workers or os.cpu_count() or 1
+        self.workers = workers or usable_cores()
         self._ex = ProcessPoolExecutor(self.workers, mp_context=get_context("spawn")) if self.workers > 1 else None
 
     def map(self, fn: Callable, args: list[tuple]) -> list:
@@ -621,7 +601,7 @@ def run_generation(
     if cfg.curve_games:
         name = player_name(cfg)
         args = [(model.params, cfg, i, "curve", name) for i in range(cfg.curve_games)]
-        games = [_restore(t) for t in pool.map(_portable(vs_random_game), args)]
+        games = pool.map(vs_random_game, args)
         wins = sum(won(g, name) for g in games)
         gen.win_ratio = wins / len(games)
         gen.win_interval = wilson_interval(wins, len(games))
@@ -697,9 +677,8 @@ def win_ratio_batches(
     pool = pool or GamePool(cfg.workers)
     try:
         played = pool.map_progress(
-            _portable(vs_random_game), [(params, cfg, i, "batches", name) for i in range(batches * games)], on_game
+            vs_random_game, [(params, cfg, i, "batches", name) for i in range(batches * games)], on_game
         )
-        played = [_restore(t) for t in played]
     finally:
         if own:
             pool.close()
@@ -742,7 +721,7 @@ def vs_traditional(
     own = pool is None
     pool = pool or GamePool(cfg.workers)
     try:
-        games = [_restore(t) for t in pool.map_progress(_portable(vs_traditional_game), args, on_game)]
+        games = pool.map_progress(vs_traditional_game, args, on_game)
     finally:
         if own:
             pool.close()

@@ -161,3 +161,31 @@ def test_a_long_game_crosses_processes_whole():
     )
     assert list(back.game.mainline_moves()) == list(game.game.mainline_moves())
     assert dict(back.game.headers) == dict(game.game.headers)
+
+
+def test_a_match_game_depends_on_its_place_only_and_each_random_game_has_its_own_moves():
+    """Fresh players per game, the random mover reseeded from the game's place: a game played
+    alone is the match's game, and a match played twice is the same match. Before, one random
+    stream ran through the match (a game's moves depended on the games before it)."""
+    from pipeline.matches import play_pairing
+
+    openings = sabatelli_openings()[:2]
+    spec = MatchSpec(
+        "vs random", lambda: SearchPlayer(AlphaBeta(MaterialEvaluator(), depth=1)), lambda: RandomPlayer(7), 30
+    )
+    first, again = play_match(spec, openings), play_match(spec, openings)
+    moves = [[m.uci() for m in g.game.mainline_moves()] for g in first.games]
+    assert moves == [[m.uci() for m in g.game.mainline_moves()] for g in again.games]
+    alone = play_pairing(spec, openings[1], 1, 1)
+    assert [m.uci() for m in alone.game.mainline_moves()] == moves[3]
+    assert alone.game.headers["Round"] == "2.2" and alone.white == "random"
+    # Its moves replay from its seed and the game's place alone: game 2.2, the random mover White.
+    import random
+
+    from pipeline.parallel import task_seed
+
+    rng, board = random.Random(task_seed("random mover", 7, "vs random", 1, 1)), openings[1].board.copy()
+    for uci in moves[3]:
+        if board.turn == chess.WHITE:
+            assert rng.choice(list(board.legal_moves)).uci() == uci
+        board.push_uci(uci)

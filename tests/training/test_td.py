@@ -293,24 +293,6 @@ def test_every_choice_is_refused_in_the_projects_one_wording(field, value, messa
     assert str(e.value) == message
 
 
-def test_long_games_cross_the_process_boundary_as_pgn():
-    """A 400-ply game pickled as python-chess nodes overflows the stack (the evaluation's match
-    against the traditional evaluation failed so in a worker); as PGN it travels and reads back."""
-    import pickle
-
-    from pipeline.matches import GameResult
-
-    board = chess.Board()
-    for _ in range(100):
-        for uci in ("g1f3", "g8f6", "f3g1", "f6g8"):
-            board.push_uci(uci)
-    game = GameResult("a", "b", "*", "ply limit 400", 400, "x", chess.pgn.Game.from_board(board))
-    with pytest.raises(RecursionError):
-        pickle.dumps(game)
-    back = td._restore(pickle.loads(pickle.dumps(td._call_portable(lambda: game))))
-    assert back.plies == 400 and len(list(back.game.mainline_moves())) == 400 and back.white == "a"
-
-
 def test_match_against_the_traditional_evaluation_in_worker_processes():
     cfg = _tiny(workers=2)
     m = td.vs_traditional(td.initial_params(cfg), cfg, openings=1, max_plies=120)
