@@ -252,13 +252,13 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
         from pipeline.search import MaterialEvaluator
         from training.evaluator import load_evaluator
 
-        st = store.get()
-        ck = checkpoint_of(context, model)
-        net = load_evaluator(ck, model)
         try:
             cfg = config.to_dataclass(MatchConfig)
         except ValueError as e:
             raise dg.Failure(str(e)) from None
+        st = store.get()
+        ck = checkpoint_of(context, model)
+        net = load_evaluator(ck, model)
         if getattr(net, "max_depth", None):  # a comparison player: its 1-ply matches only
             cfg = dataclasses.replace(
                 cfg, search_depths=playable_depths(net, cfg.search_depths, context.log.warning), movetime=0.0

@@ -42,7 +42,7 @@ import numpy as np
 from pipeline.duck import load_sql
 from pipeline.engine import EnginePool, Limit
 from pipeline.matches import GameResult, play_game, wilson_interval
-from pipeline.parallel import ordered_map
+from pipeline.parallel import ordered_map, resolve_workers
 from pipeline.search import AlphaBeta, Evaluator, MaterialEvaluator, SearchPlayer
 from pipeline.suites import engine_evaluations
 
@@ -500,6 +500,7 @@ class GridResult:
         cfg = self.cfg
         how = "measured at the start of the run" if self.nps_measured else "as configured"
         per_cell = [c.seconds for c in self.cells]
+        processes = resolve_workers(cfg.workers, len(self.games) // 2)  # two games a task
         starts = "\n".join(
             f"| {p.id} | `{p.fen}` | {p.static_cp:+d} | {p.search_cp:+d} | {p.gap_cp} |"
             for kind in self.starts
@@ -520,7 +521,7 @@ class GridResult:
             f"{cfg.quiet_max_gap_cp} cp, tactical when by {cfg.tactical_min_gap_cp} cp or more; both not in check "
             f"and the search within +/-{cfg.max_eval_cp} cp.\n\n"
             + self.table_md()
-            + f"\n\n{len(self.games)} games, {self.wall_seconds:.0f} s wall with {cfg.workers} process(es); "
+            + f"\n\n{len(self.games)} games, {self.wall_seconds:.0f} s wall with {processes} process(es); "
             f"CPU seconds per cell {min(per_cell, default=0):.0f}-{max(per_cell, default=0):.0f} "
             f"(mean {np.mean(per_cell) if per_cell else 0:.0f}).\n"
             + (f"\nCommand: `{command}`\n" if command else "")

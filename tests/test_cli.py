@@ -146,6 +146,10 @@ def test_evaluate_names_what_is_missing(home):
         main(["--home", str(home), "evaluate", "mlp_bitmap_3class"])
     with pytest.raises(SystemExit, match="not trained yet: any model"):
         main(["--home", str(home), "evaluate"])
+    with pytest.raises(
+        SystemExit, match=r"^chess-pipeline evaluate: --workers must be 0 or more \(0: one per core\), got -1$"
+    ):
+        main(["--home", str(home), "evaluate", "--workers", "-1", "--only", "matches"])
 
 
 # ---- reading the right store, and only reading it (issue 13, items 7 and 8) ----------------

@@ -172,7 +172,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
     leads = newest_leads(store, DEMO_MODEL)
     result = verdict(m.test_accuracy, m.majority_class_accuracy, m.material_baseline_accuracy, m.rows_test, leads)
     print(result)
-    request = evaluate.EvaluationRequest(models=(DEMO_MODEL,), quick=True)
+    request = evaluate.EvaluationRequest(models=(DEMO_MODEL,), quick=True, workers=args.workers)
     evaluate.print_result(evaluate.evaluate(store, instance, request))
     print(f"store: {store.root}")
     print_table(duck.query(store, "SELECT * FROM archive_summary"), "table")
@@ -193,6 +193,9 @@ def add_parser(sub) -> None:
     add_field_flag(s, DemoConfig, "labels", "--labels", metavar="N")
     games = "self-play games for the sample archive (default {default})"
     add_field_flag(s, SelfPlayConfig, "games", "--games", help=games)
-    workers = "worker processes of ingest and engines of labels (0: one per core; default {default})"
+    workers = (
+        "worker processes of ingest, engines of labels, processes of the evaluation's searches and games "
+        "(0: one per core; default {default})"
+    )
     add_field_flag(s, IngestConfig, "workers", "--workers", help=workers)
     s.set_defaults(func=cmd_demo)

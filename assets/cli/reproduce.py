@@ -71,7 +71,8 @@ class ReproduceConfig:
     openings: int = 0
     """Openings per match, each played with both colours (0: the evaluation's; --quick-eval's fewer)."""
     workers: int = 0
-    """Worker processes of ingest and engines of labels (0: one per core)."""
+    """Worker processes of ingest, engines of labels, processes of the evaluation's suite searches and match
+    games (0: one per core)."""
 
 
 def openings_help() -> str:
@@ -323,6 +324,7 @@ def op_configs(cfg: ReproduceConfig, names: list[str], settings: dict[str, str],
         matches.update(openings=cfg.openings, time_openings=min(cfg.openings, 10))
         head["openings"] = cfg.openings
     suites = str(Path(cfg.suites).expanduser().resolve())
+    processes = {"workers": cfg.workers} if cfg.workers else {}  # 0: the evaluation's own (one per core)
     ops = {}
     for n in names:
         base = n.removeprefix(PUBLISHED_SPLIT)
@@ -332,9 +334,9 @@ def op_configs(cfg: ReproduceConfig, names: list[str], settings: dict[str, str],
         elif base in MODELS:
             ops[n] = train_run(cfg, base)
         elif n.startswith("eval_suites_"):
-            ops[n] = SuitesConfig(**{**quick["suites"], "suites_dir": suites})
+            ops[n] = SuitesConfig(**{**quick["suites"], "suites_dir": suites, **processes})
         elif n.startswith("eval_matches_"):
-            ops[n] = MatchesConfig(**matches)
+            ops[n] = MatchesConfig(**{**matches, **processes})
         elif n.startswith("eval_pairs_"):
             ops[n] = PairsConfig(suites_dir=suites)
         elif n.startswith("eval_piece_values_"):
