@@ -51,7 +51,7 @@ EVALUATION_SECONDS: dict[Evaluation, dict[str, float]] = {
     "quick": {
         "model_results": 0.3,
         "eval_suites_": 5.0,
-        "eval_matches_": 73.0,
+        "eval_matches_": 48.6,
         "eval_pairs_": 7.5,
         "eval_piece_values_": 4.0,
         "eval_head_to_head": 5.7,
@@ -62,8 +62,8 @@ EVALUATION_SECONDS: dict[Evaluation, dict[str, float]] = {
     },
     "full": {
         "model_results": 0.3,
-        "eval_suites_": 375.0,
-        "eval_matches_": 856.0,
+        "eval_suites_": 231.0,
+        "eval_matches_": 489.2,
         "eval_pairs_": 7.5,
         "eval_piece_values_": 83.0,
         "eval_head_to_head": 37.8,
@@ -75,17 +75,25 @@ EVALUATION_SECONDS: dict[Evaluation, dict[str, float]] = {
 }
 """Seconds a step after training took on this 2-core machine, by evaluation ("quick" or "full")
 and kind of step (a name, or the prefix of a model's step): what the reserve (rule 2) counts
-for a step the store has not timed with the same settings. Measured at a load of 3 to 5, on
-the store of every shared archive (README, Reproducing):
+for a step the store has not timed with the same settings. Measured on the store of every
+shared archive (README, Reproducing), the suites' searches and the matches' games in two
+processes (the evaluation's default on 2 cores):
 
-- quick: the means over the 15 models of `reproduce --hours 2 --quick-eval`'s steps;
-- full: `evaluate --suites`: mlp_bitmap_3class's suites (375 s); the matches, the quick mean
-  (73.4 s) times the mean full/quick ratio (11.66) of the four models timed both ways (287 to
-  1,672 s: the CNNs are slowest, their games longer); the head-to-head, Elo and report steps of
-  the same runs; the piece values over every test row
-  (training.piece_values.evaluate_checkpoint, 82.5 s, 83 with its run); DeepChess's pairs as in the quick run
-  (--quick-eval does not change them); Lubeck's default grid (16 start positions of each kind:
-  576 games) as 4 x the 144-game grid's 18 min 17 s (README, Lubeck's experiment grid)."""
+- quick: the means over the 15 models of `reproduce --hours 2 --quick-eval`'s steps (one
+  process, load 3 to 5); the matches divided by 1.50, what two processes gained on
+  mlp_bitmap_3class's quick matches, idle (37.7 s against 25.1); the quick suites stay in one
+  process (QUICK_EVALUATION);
+- full: `evaluate --suites`, idle: the suites of mlp_bitmap_3class 133.5 s and of
+  cnn_features_15class 499.2 s, counted as 11 models like the first and the 4 CNNs like the
+  second; the matches, the one-process mean at load 4 to 5 (856 s: the quick mean, 73.4 s,
+  times the mean full/quick ratio, 11.66, of the four models timed both ways, 287 to 1,672 s,
+  the CNNs slowest) divided by 1.75, what two processes gained on mlp_bitmap_3class's full
+  matches, idle (279.6 s against 159.8); the head-to-head, Elo and report steps of the
+  one-process runs (they play or compute in one); the piece values over every test row
+  (training.piece_values.evaluate_checkpoint, 82.5 s, 83 with its run); DeepChess's pairs as in
+  the quick run (--quick-eval does not change them); Lubeck's default grid (16 start positions
+  of each kind: 576 games, two processes already) as 4 x the 144-game grid's 18 min 17 s
+  (README, Lubeck's experiment grid)."""
 MIN_MINUTES = 1.0
 """The least a model run is given, budget or not (the report then states the overrun)."""
 
