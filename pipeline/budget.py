@@ -80,15 +80,15 @@ shared archive (README, Reproducing), the suites' searches and the matches' game
 processes (the evaluation's default on 2 cores):
 
 - quick: the means over the 15 models of `reproduce --hours 2 --quick-eval`'s steps (one
-  process, load 3 to 5); the matches divided by 1.50, what two processes gained on
-  mlp_bitmap_3class's quick matches, idle (37.7 s against 25.1); the quick suites stay in one
+  process, load 3 to 5); the matches times 25.1 / 37.7 (1.50x), what two processes made of
+  mlp_bitmap_3class's quick matches, idle; the quick suites stay in one
   process (QUICK_EVALUATION);
 - full: `evaluate --suites`, idle: the suites of mlp_bitmap_3class 133.5 s and of
   cnn_features_15class 499.2 s, counted as 11 models like the first and the 4 CNNs like the
   second; the matches, the one-process mean at load 4 to 5 (856 s: the quick mean, 73.4 s,
   times the mean full/quick ratio, 11.66, of the four models timed both ways, 287 to 1,672 s,
-  the CNNs slowest) divided by 1.75, what two processes gained on mlp_bitmap_3class's full
-  matches, idle (279.6 s against 159.8); the head-to-head, Elo and report steps of the
+  the CNNs slowest) times 159.8 / 279.6 (1.75x), what two processes made of
+  mlp_bitmap_3class's full matches, idle; the head-to-head, Elo and report steps of the
   one-process runs (they play or compute in one); the piece values over every test row
   (training.piece_values.evaluate_checkpoint, 82.5 s, 83 with its run); DeepChess's pairs as in
   the quick run (--quick-eval does not change them); Lubeck's default grid (16 start positions

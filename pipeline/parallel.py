@@ -49,16 +49,21 @@ def task_seed(*parts: object) -> int:
     return int.from_bytes(digest[:8], "little")
 
 
-def _exit_with_parent(parent: int) -> None:
-    """A worker whose parent is gone (killed, out of memory) ends too, instead of waiting forever
-    with a network loaded."""
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    os._exit(1)
+def watch_parent(parent: int) -> None:
+    """Run in a worker process as it starts (a pool's initializer, with the caller's os.getpid()):
+    a daemon thread ends the worker once its parent is gone (killed, out of memory), instead of
+    leaving it waiting for tasks forever, with a network loaded."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
 
 
-def _setup(setup: Callable[..., Any], args: tuple) -> None:
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+def _setup(parent: int, setup: Callable[..., Any], args: tuple) -> None:
+    watch_parent(parent)
     try:
         _STATE["value"] = setup(*args)
     except Exception as e:  # each task raises it: the caller sees why, not a broken pool
@@ -96,7 +101,10 @@ def ordered_map(
                 progress(i + 1, total)
         return out
     ex = ProcessPoolExecutor(
-        n, mp_context=multiprocessing.get_context("spawn"), initializer=_setup, initargs=(setup, setup_args)
+        n,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_setup,
+        initargs=(os.getpid(), setup, setup_args),
     )
     try:
         futures = {ex.submit(_call, fn, task): i for i, task in enumerate(tasks)}
@@ -104,7 +112,7 @@ def ordered_map(
             out[futures[fut]] = fut.result()
             if progress:
                 progress(done, total)
-    except BaseException:  # a task's error, Ctrl-C, SIGTERM: the tasks running are not waited for
+    except BaseException:  # a task's error, an interrupt (Ctrl-C; SIGTERM where Dagster turns it into one)
         for process in list((getattr(ex, "_processes", None) or {}).values()):
             process.terminate()
         ex.shutdown(wait=False, cancel_futures=True)

@@ -33,6 +33,7 @@ import dataclasses
 import datetime as dt
 import io
 import math
+import os
 import random
 import re
 import time
@@ -49,7 +50,7 @@ import chess.pgn
 import numpy as np
 
 from pipeline.matches import GameResult, MatchResult, game_end, play_game, wilson_interval
-from pipeline.parallel import task_seed, usable_cores
+from pipeline.parallel import task_seed, usable_cores, watch_parent
 from pipeline.search import AlphaBeta, MaterialEvaluator, RandomPlayer, SearchPlayer, board_arrays
 from pipeline.settings import literal_choices
 from pipeline.storage import StorePath
@@ -531,7 +532,13 @@ class GamePool:
 
     def __init__(self, workers: int):
         self.workers = workers or usable_cores()
-        self._ex = ProcessPoolExecutor(self.workers, mp_context=get_context("spawn")) if self.workers > 1 else None
+        self._ex = (
+            ProcessPoolExecutor(
+                self.workers, mp_context=get_context("spawn"), initializer=watch_parent, initargs=(os.getpid(),)
+            )
+            if self.workers > 1
+            else None
+        )
 
     def map(self, fn: Callable, args: list[tuple]) -> list:
         if self._ex is None:

@@ -172,7 +172,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
     leads = newest_leads(store, DEMO_MODEL)
     result = verdict(m.test_accuracy, m.majority_class_accuracy, m.material_baseline_accuracy, m.rows_test, leads)
     print(result)
-    request = evaluate.EvaluationRequest(models=(DEMO_MODEL,), quick=True, workers=args.workers)
+    request = evaluate.EvaluationRequest(models=(DEMO_MODEL,), quick=True, workers=args.workers or None)
     evaluate.print_result(evaluate.evaluate(store, instance, request))
     print(f"store: {store.root}")
     print_table(duck.query(store, "SELECT * FROM archive_summary"), "table")

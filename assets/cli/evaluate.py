@@ -45,7 +45,8 @@ class EvaluationRequest:
     only: Only | None = None
     """Only the suites, or only the matches (and Elo)."""
     workers: int | None = None
-    """Processes searching suites and playing match games at once; None: the assets' (0, every core)."""
+    """Processes searching suites and playing match games at once; None: the evaluation's (one per
+    core; --quick's suites one)."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,7 @@ def add_parser(sub) -> None:
         default=None,
         metavar="N",
         help="processes searching the suites and playing the match games at once (0: one per core this "
-        "process may use; the results do not depend on it, but the fixed-time match's) (default {default})",
+        "process may use; the results do not depend on it, but the fixed-time match's; default: one per core, "
+        "--quick's suites one)",
     )
     s.set_defaults(func=cmd_evaluate)
