@@ -380,17 +380,10 @@ def match_plan(
     return plan
 
 
-def _plan_in_worker(
-    model: str,
-    evaluator_factory: Callable[[], Evaluator],
-    traditional: Callable[[], Evaluator],
-    openings: list[EpdPosition],
-    stockfish_path: str,
-    cfg: MatchConfig,
-) -> list[Planned]:
-    """The plan again in a process playing its games, with the network loaded once there."""
+def _plan_in_worker(model: str, evaluator_factory: Callable[[], Evaluator], *rest) -> list[Planned]:
+    """match_plan's plan again, in a process playing its games: the network loaded once there."""
     net = evaluator_factory()
-    return match_plan(model, lambda: net, traditional, openings, stockfish_path, cfg)
+    return match_plan(model, lambda: net, *rest)
 
 
 def _play_planned(task: tuple[int, int, int], plan: list[Planned]):
