@@ -127,9 +127,9 @@ class SuitesConfig(DescribedConfig):
     @field_validator("workers")
     @classmethod
     def _workers(cls, workers: int) -> int:
-        if workers < 0:
-            raise ValueError(f"workers is 0 (one per usable core) or a number of processes, got {workers}")
-        return workers
+        from pipeline.parallel import check_workers
+
+        return check_workers(workers)
 
 
 MatchesConfig = config_from(

@@ -24,6 +24,7 @@ on 2 idle cores for both parts with a network.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import sys
 import time
@@ -79,9 +80,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     match_args = (name, factory, MaterialEvaluator, sabatelli_openings(), find_stockfish())
     quiet = lambda _: None  # noqa: E731
     one_m, (one_games, _) = timed(lambda: run_matches(*match_args, cfg, quiet))
-    many_m, (many_games, _) = timed(
-        lambda: run_matches(*match_args, MatchConfig(**{**vars(cfg), "workers": workers}), quiet)
-    )
+    many_m, (many_games, _) = timed(lambda: run_matches(*match_args, dataclasses.replace(cfg, workers=workers), quiet))
     for a, b in zip(one_games, many_games, strict=True):
         if "stockfish" not in a.name and [str(g.game.mainline_moves()) for g in a.games] != [
             str(g.game.mainline_moves()) for g in b.games

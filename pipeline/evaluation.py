@@ -30,7 +30,7 @@ from pipeline.matches import (
     play_pairing,
     wilson_interval,
 )
-from pipeline.parallel import ordered_map, resolve_workers
+from pipeline.parallel import check_workers, ordered_map, resolve_workers
 from pipeline.published import HUI_RANDOM_PEAK, KAUFMAN_ANCHOR
 from pipeline.schemas import METRICS_SCHEMA, RESULTS_SCHEMA
 from pipeline.search import AlphaBeta, Evaluator, RandomPlayer, SearchPlayer, StockfishPlayer
@@ -291,8 +291,7 @@ class MatchConfig:
     starts fresh players, so the games do not depend on it, but for the fixed-time match's."""
 
     def __post_init__(self) -> None:
-        if self.workers < 0:
-            raise ValueError(f"workers is 0 (one per usable core) or a number of processes, got {self.workers}")
+        check_workers(self.workers)
 
 
 def match_rows(m: MatchResult, opponent: str, anchor: str = "") -> list[Row]:

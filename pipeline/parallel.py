@@ -35,6 +35,13 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def check_workers(workers: int) -> int:
+    """A `workers` setting as the evaluation's configs take it: refused below 0, in one line."""
+    if workers < 0:
+        raise ValueError(f"workers is 0 (one per usable core) or a number of processes, got {workers}")
+    return workers
+
+
 def resolve_workers(workers: int, tasks: int) -> int:
     """workers 0 is one per usable core; never more processes than tasks, never fewer than one."""
     if workers < 0:
