@@ -92,13 +92,16 @@ def rows_md(rows) -> str:
     return "\n".join(lines)
 
 
-def playable_depths(evaluator, depths, warn) -> tuple[int, ...]:
-    """The search depths an evaluator can play at: all of them, or for one whose scores only
-    order the positions of one call (DeepChess's comparison player, max_depth 1) those up to it."""
-    top = getattr(evaluator, "max_depth", None)
+def playable_depths(model: str, depths, warn) -> tuple[int, ...]:
+    """The search depths model asset `model` can play at: all of them, or for one whose scores
+    only order the positions of one call (DeepChess's comparison player, max_depth 1) those up to
+    it (training.evaluator.max_depth_of: the catalog decides, no checkpoint is loaded)."""
+    from training.evaluator import max_depth_of
+
+    top = max_depth_of(model)
     kept = tuple(d for d in depths if top is None or d <= top)
     if kept != tuple(depths):
-        warn(f"{evaluator.name} compares the positions of one move list: depths {list(depths)} played as {list(kept)}")
+        warn(f"{model} compares the positions of one move list: depths {list(depths)} played as {list(kept)}")
     return kept
 
 
@@ -164,8 +167,7 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
         st = store.get()
         folder = suites_folder(config.suites_dir, st)
         files = local_suite_files(folder)
-        evaluator = load_evaluator(checkpoint_of(context, model), model)
-        depths = playable_depths(evaluator, config.depths, context.log.warning)
+        depths = playable_depths(model, config.depths, context.log.warning)
         rows, meta = [], {"suites_folder": dg.MetadataValue.path(str(folder))}
         if not files:
             context.log.warning(f"no .epd suites in {folder}: set CHESS_PIPELINE_SUITES or put suites there")
@@ -250,7 +252,7 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
         from pipeline.evaluation import find_won_endgames, run_endgames, run_matches
         from pipeline.openings import sabatelli_openings
         from pipeline.search import MaterialEvaluator
-        from training.evaluator import load_evaluator
+        from training.evaluator import load_evaluator, max_depth_of
 
         try:
             cfg = config.to_dataclass(MatchConfig)
@@ -258,16 +260,16 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
             raise dg.Failure(str(e)) from None
         st = store.get()
         ck = checkpoint_of(context, model)
-        net = load_evaluator(ck, model)
-        if getattr(net, "max_depth", None):  # a comparison player: its 1-ply matches only
+        top = max_depth_of(model)
+        if top:  # a comparison player: its 1-ply matches only
             cfg = dataclasses.replace(
-                cfg, search_depths=playable_depths(net, cfg.search_depths, context.log.warning), movetime=0.0
+                cfg, search_depths=playable_depths(model, cfg.search_depths, context.log.warning), movetime=0.0
             )
         start = time.monotonic()
         progress = run_progress(context, "games")
         matches, rows = run_matches(
             model,
-            functools.partial(load_evaluator, ck, model),  # loaded again in each process playing games
+            functools.partial(load_evaluator, ck, model),  # loaded in each process playing games
             MaterialEvaluator,
             sabatelli_openings(),
             stockfish.binary(),
@@ -277,11 +279,12 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
         )
         if config.endgames:
             ecfg = config.to_dataclass(EndgameConfig)
-            if getattr(net, "max_depth", None):
-                ecfg = dataclasses.replace(ecfg, player_depth=min(ecfg.player_depth, net.max_depth))
+            if top:
+                ecfg = dataclasses.replace(ecfg, player_depth=min(ecfg.player_depth, top))
             with memory_connection(st) as con:
                 positions = find_won_endgames(con, stockfish.pool, ecfg)
             if positions:
+                net = load_evaluator(ck, model)  # here: the endgames are played in this process
                 m, erows = run_endgames(model, lambda: net, positions, stockfish.binary(), ecfg, context.log.info)
                 matches.append(m)
                 rows += erows

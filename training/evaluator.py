@@ -111,6 +111,20 @@ class NetworkEvaluator:
         return score
 
 
+def max_depth_of(model: str) -> int | None:
+    """The deepest search model asset `model`'s evaluator plays at, from the catalog (no checkpoint
+    loaded): 1 for DeepChess's comparison player (its scores order the positions of one call
+    only), None (any depth) for the rest."""
+    from training.catalog import MODELS
+    from training.models import PRESETS
+
+    if PRESETS[MODELS[model].model].kind == "siamese":
+        from training.deepchess import ComparisonEvaluator
+
+        return ComparisonEvaluator.max_depth
+    return None
+
+
 def load_evaluator(checkpoint: Path | str, name: str = "", device: str = "cpu", threads: int = 1):
     """The evaluator a checkpoint plays with: a NetworkEvaluator, or for a DeepChess comparator
     the 1-ply comparison player (training.deepchess.ComparisonEvaluator, max_depth 1)."""
