@@ -36,7 +36,7 @@ def usable_cores() -> int:
 
 
 def check_workers(workers: int) -> int:
-    """A `workers` setting as the evaluation's configs take it: refused below 0, in one line."""
+    """A `workers` setting (the evaluation's configs, ordered_map): refused below 0, in one line."""
     if workers < 0:
         raise ValueError(f"workers is 0 (one per usable core) or a number of processes, got {workers}")
     return workers
@@ -44,9 +44,7 @@ def check_workers(workers: int) -> int:
 
 def resolve_workers(workers: int, tasks: int) -> int:
     """workers 0 is one per usable core; never more processes than tasks, never fewer than one."""
-    if workers < 0:
-        raise ValueError(f"workers must be 0 (every usable core) or more, got {workers}")
-    return max(1, min(workers or usable_cores(), tasks))
+    return max(1, min(check_workers(workers) or usable_cores(), tasks))
 
 
 def task_seed(*parts: object) -> int:

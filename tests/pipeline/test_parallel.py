@@ -31,7 +31,7 @@ def test_workers_resolve_to_the_usable_cores_and_never_more_than_the_tasks():
     assert usable_cores() == len(os.sched_getaffinity(0))
     assert resolve_workers(0, 1_000) == usable_cores()
     assert resolve_workers(8, 3) == 3 and resolve_workers(0, 1) == 1 and resolve_workers(1, 0) == 1
-    with pytest.raises(ValueError, match="workers must be 0"):
+    with pytest.raises(ValueError, match=r"^workers is 0 \(one per usable core\) or a number of processes, got -1$"):
         resolve_workers(-1, 5)
 
 
