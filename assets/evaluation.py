@@ -249,7 +249,7 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext, config: MatchesConfig, store: StoreResource, stockfish: StockfishResource
     ) -> dg.MaterializeResult:
         from pipeline.duck import memory_connection
-        from pipeline.evaluation import find_won_endgames, run_endgames, run_matches
+        from pipeline.evaluation import MatchSetup, find_won_endgames, run_endgames, run_matches
         from pipeline.openings import sabatelli_openings
         from pipeline.search import MaterialEvaluator
         from training.evaluator import load_evaluator, max_depth_of
@@ -268,12 +268,14 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
         start = time.monotonic()
         progress = run_progress(context, "games")
         matches, rows = run_matches(
-            model,
-            functools.partial(load_evaluator, ck, model),  # loaded in each process playing games
-            MaterialEvaluator,
-            sabatelli_openings(),
-            stockfish.binary(),
-            cfg,
+            MatchSetup(
+                model,
+                functools.partial(load_evaluator, ck, model),  # loaded in each process playing games
+                MaterialEvaluator,
+                sabatelli_openings(),
+                stockfish.binary(),
+                cfg,
+            ),
             context.log.info,
             progress.set,
         )

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.search import positions  # noqa: E402
 from pipeline.engine import find_stockfish  # noqa: E402
-from pipeline.evaluation import MatchConfig, choose_moves, run_matches  # noqa: E402
+from pipeline.evaluation import MatchConfig, MatchSetup, choose_moves, run_matches  # noqa: E402
 from pipeline.openings import sabatelli_openings  # noqa: E402
 from pipeline.parallel import resolve_workers  # noqa: E402
 from pipeline.search import MaterialEvaluator  # noqa: E402
@@ -79,8 +79,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     cfg = MatchConfig(openings=args.openings, movetime=0.0, workers=1)
     match_args = (name, factory, MaterialEvaluator, sabatelli_openings(), find_stockfish())
     quiet = lambda _: None  # noqa: E731
-    one_m, (one_games, _) = timed(lambda: run_matches(*match_args, cfg, quiet))
-    many_m, (many_games, _) = timed(lambda: run_matches(*match_args, dataclasses.replace(cfg, workers=workers), quiet))
+    one_m, (one_games, _) = timed(lambda: run_matches(MatchSetup(*match_args, cfg), quiet))
+    many_m, (many_games, _) = timed(
+        lambda: run_matches(MatchSetup(*match_args, dataclasses.replace(cfg, workers=workers)), quiet)
+    )
     for a, b in zip(one_games, many_games, strict=True):
         if "stockfish" not in a.name and [str(g.game.mainline_moves()) for g in a.games] != [
             str(g.game.mainline_moves()) for g in b.games

@@ -7,6 +7,7 @@ write_model_metrics write the figure tables (match_games: pipeline.matches.write
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 import time
@@ -314,15 +315,26 @@ Planned = tuple[MatchSpec, list[EpdPosition], str, str]
 """A match to play: its spec, its openings, the opponent's name in the results, the anchor."""
 
 
-def match_plan(
-    model: str,
-    evaluator_factory: Callable[[], Evaluator],
-    traditional: Callable[[], Evaluator],
-    openings: list[EpdPosition],
-    stockfish_path: str,
-    cfg: MatchConfig,
-) -> list[Planned]:
+@dataclass(frozen=True)
+class MatchSetup:
+    """What run_matches plays: model `model`'s network (evaluator_factory builds it) against the
+    random mover, Stockfish and the traditional evaluation (`traditional` builds it), from
+    `openings`, as `cfg` says. With more than one worker it travels to the processes playing the
+    games: the factories must then be picklable (functools.partial of
+    training.evaluator.load_evaluator, a class)."""
+
+    model: str
+    evaluator_factory: Callable[[], Evaluator]
+    traditional: Callable[[], Evaluator]
+    openings: list[EpdPosition]
+    stockfish_path: str
+    cfg: MatchConfig
+
+
+def match_plan(setup: MatchSetup) -> list[Planned]:
     """The matches of run_matches; building the plan builds no player."""
+    model, evaluator_factory, traditional, cfg = setup.model, setup.evaluator_factory, setup.traditional, setup.cfg
+    openings, stockfish_path = setup.openings, setup.stockfish_path
     ops = openings[: cfg.openings]
     one_ply = lambda: SearchPlayer(AlphaBeta(evaluator_factory(), depth=1), player_name(model, 1))  # noqa: E731
     plan: list[Planned] = [
@@ -379,10 +391,10 @@ def match_plan(
     return plan
 
 
-def _plan_in_worker(model: str, evaluator_factory: Callable[[], Evaluator], *rest) -> list[Planned]:
+def _plan_in_worker(setup: MatchSetup) -> list[Planned]:
     """match_plan's plan again, in a process playing its games: the network loaded once there."""
-    net = evaluator_factory()
-    return match_plan(model, lambda: net, *rest)
+    net = setup.evaluator_factory()
+    return match_plan(dataclasses.replace(setup, evaluator_factory=lambda: net))
 
 
 def _play_planned(task: tuple[int, int, int], plan: list[Planned]):
@@ -392,26 +404,19 @@ def _play_planned(task: tuple[int, int, int], plan: list[Planned]):
 
 
 def run_matches(
-    model: str,
-    evaluator_factory: Callable[[], Evaluator],
-    traditional: Callable[[], Evaluator],
-    openings: list[EpdPosition],
-    stockfish_path: str,
-    cfg: MatchConfig,
+    setup: MatchSetup,
     log: Callable[[str], None] = print,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[list[MatchResult], list[Row]]:
     """The network (1-ply, as published) against the random mover (Hui) and Stockfish skill
     levels; with search against the traditional evaluation at a fixed depth and a fixed time
-    per move (Lubeck). The games of every match are played in cfg.workers processes; with more
-    than one, evaluator_factory and traditional must be picklable (functools.partial of
-    training.evaluator.load_evaluator, a class). progress(games done, games in all) after
-    every game."""
-    args = (model, evaluator_factory, traditional, openings, stockfish_path, cfg)
-    plan = match_plan(*args)
+    per move (Lubeck). The games of every match are played in setup.cfg.workers processes.
+    progress(games done, games in all) after every game."""
+    model, cfg = setup.model, setup.cfg
+    plan = match_plan(setup)
     tasks = [(m, i, colour) for m, (_, ops, _, _) in enumerate(plan) for i, colour in pairings(ops)]
     t0 = time.monotonic()
-    games = ordered_map(_play_planned, tasks, cfg.workers, _plan_in_worker, args, progress)
+    games = ordered_map(_play_planned, tasks, cfg.workers, _plan_in_worker, (setup,), progress)
     results, rows = [], []
     for m, (spec, _, opponent, anchor) in enumerate(plan):
         match = match_result(spec, [g for task, g in zip(tasks, games) if task[0] == m])

@@ -190,7 +190,7 @@ def test_games_and_suite_moves_do_not_depend_on_the_number_of_processes(tmp_path
     one a direct search of its position finds."""
     import dataclasses
 
-    from pipeline.evaluation import MatchConfig, choose_moves, load_suite, run_matches
+    from pipeline.evaluation import MatchConfig, MatchSetup, choose_moves, load_suite, run_matches
     from pipeline.openings import sabatelli_openings
     from pipeline.search import AlphaBeta
 
@@ -205,8 +205,8 @@ def test_games_and_suite_moves_do_not_depend_on_the_number_of_processes(tmp_path
         workers=1,
     )
     args = ("material_pst", MaterialEvaluator, MaterialEvaluator, sabatelli_openings(), stockfish)
-    one, rows_one = run_matches(*args, cfg, log=lambda _: None)
-    two, rows_two = run_matches(*args, dataclasses.replace(cfg, workers=2), log=lambda _: None)
+    one, rows_one = run_matches(MatchSetup(*args, cfg), log=lambda _: None)
+    two, rows_two = run_matches(MatchSetup(*args, dataclasses.replace(cfg, workers=2)), log=lambda _: None)
     assert [m.name for m in one] == [
         "vs random",
         "vs stockfish skill 20",
