@@ -132,6 +132,17 @@ def _latest_metric(store: Path, model: str, metric: str) -> tuple[float, float]:
     return rows[metric], rows["rows"]
 
 
+def test_each_finished_step_says_how_many_are_left_and_how_long_they_should_take(reproduced):
+    second = reproduced["second"]
+    done = [line for line in second.stdout.splitlines() if re.search(r"\] \S+: done in", line)]
+    left = [int(m.group(1)) if (m := re.search(r"; (\d+) steps? to go", line)) else 0 for line in done]
+    assert len(done) >= 4 and left == list(range(len(done) - 1, -1, -1)), second.stdout  # one fewer a step
+    # Once no model run is left (the evaluation), an estimate: the reserve's figures for what is left.
+    evaluation = [line for line in done if "] eval_" in line]
+    assert evaluation and all(re.search(r"to go, about \d+ min by the measured figures$", line) for line in evaluation)
+    assert done[-1].split("] ")[1].startswith("reproduction_report: done in") and "to go" not in done[-1]
+
+
 def test_report_has_every_published_figure_beside_ours(reproduced):
     from pipeline.published import EVALUATION_FIGURES, MODEL_FIGURES
 

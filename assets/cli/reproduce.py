@@ -376,6 +376,23 @@ def will_run(
     return [n for n in names if n in runs]
 
 
+def to_go_text(instance: dg.DagsterInstance, cfg: ReproduceConfig, left: list[str], budget, elapsed: float) -> str:
+    """What a finished step's line adds: the steps still to run (`left`), once no model run is
+    among them how long they should take (the time budget's reserve rule: this store's earlier
+    time for each, else its kind's measured figure), and with --hours the budget spent so far."""
+    if not left:
+        return ""
+    out = f"; {len(left)} step{'s' if len(left) > 1 else ''} to go"
+    if not any(trains(n) for n in left):
+        try:
+            out += f", about {evaluation_reserve_of(instance, cfg, left).seconds / 60:.0f} min by the measured figures"
+        except ValueError:  # a step no figure covers (a dataset, before training): no estimate
+            pass
+    if budget is not None:
+        out += f"; {elapsed / 60:.1f} of the {budget.hours:g} h budget's {budget.seconds / 60:.0f} min spent"
+    return out
+
+
 def trains(name: str) -> bool:
     """Whether step `name` is a model run (one that takes a share of the time budget)."""
     return step_kind(name) == "model" and name != "model_results"
@@ -450,7 +467,7 @@ def run_steps(
 
     schedules: dict[str, str] = {}  # model run -> its schedule with its share of the budget
     deps_of = {n: {d.to_user_string() for d in defs[n].asset_deps.get(dg.AssetKey(n), set())} for n in names}
-    runs = set(will_run(instance, cfg, defs, names, deps_of)) if budget is not None else set()
+    runs = set(will_run(instance, cfg, defs, names, deps_of))
     training = {n for n in runs if trains(n)}
     for i, name in enumerate(names, 1):
         asset = defs[name]
@@ -511,13 +528,14 @@ def run_steps(
                 budget.finished(name, took)
         if ledger is not None:
             save_ledger(ledger)
+        to_go = to_go_text(instance, cfg, [n for n in names[i:] if n in runs], budget, elapsed())
         if result.success:
             outcomes[name] = "done"
-            print(f"{head}: done in {took:.1f} s", flush=True)
+            print(f"{head}: done in {took:.1f} s{to_go}", flush=True)
         else:
             failed[name] = failure_message(result)
             outcomes[name] = f"failed: {failed[name]}"
-            print(f"{head}: failed after {took:.1f} s: {failed[name]}", flush=True)
+            print(f"{head}: failed after {took:.1f} s: {failed[name]}{to_go}", flush=True)
     return [f"{n}: {why}" for n, why in failed.items() if not why.startswith("skipped")]
 
 
