@@ -286,8 +286,8 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
             with memory_connection(st) as con:
                 positions = find_won_endgames(con, stockfish.pool, ecfg)
             if positions:
-                net = load_evaluator(ck, model)  # here: the endgames are played in this process
-                m, erows = run_endgames(model, lambda: net, positions, stockfish.binary(), ecfg, context.log.info)
+                factory = functools.partial(load_evaluator, ck, model)  # loaded once, here: the endgames play here
+                m, erows = run_endgames(model, factory, positions, stockfish.binary(), ecfg, context.log.info)
                 matches.append(m)
                 rows += erows
             else:

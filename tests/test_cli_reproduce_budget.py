@@ -79,6 +79,52 @@ def test_each_model_run_gets_its_share_and_the_report_gets_the_budget(tmp_path, 
         assert f"{op.max_minutes:g} minutes (its time budget share)" in report.schedules[name]
 
 
+def test_each_step_line_says_what_is_left_how_long_it_should_take_and_the_budget_spent(tmp_path, monkeypatch, capsys):
+    """A finished step's line: the steps still to run (a failed step's dependants left out: they
+    will be skipped), once no model run is left the reserve's figures for them, and the budget
+    spent on the command's clock."""
+    clock = [BEFORE_TRAINING]
+    failing = "eval_suites_mlp_bitmap_3class"
+
+    def recording_materialize(assets, store, instance, *, selection, ops=None, tags=None, **kw):
+        (name,) = selection
+        clock[0] += MODEL_SECONDS if name.removeprefix(PUBLISHED_SPLIT) in MODELS else 60.0
+        return SimpleNamespace(success=name != failing, all_events=[])
+
+    monkeypatch.setattr(rp, "materialize", recording_materialize)
+    monkeypatch.setattr(rp, "time", SimpleNamespace(monotonic=lambda: clock[0], strftime=time.strftime,
+                                                    gmtime=time.gmtime))  # fmt: skip
+    cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), profile="full", hours=3.0,
+                             models=("mlp_bitmap_3class", "lubeck_wdl_mlp"))  # fmt: skip
+    steps = job_steps(list(cfg.models))
+    with dg.DagsterInstance.ephemeral() as instance:
+        rp.run_steps(Store(tmp_path / "store"), instance, cfg, list(cfg.models), {"profile": "full"}, {}, started=0.0)
+    lines = {line.split("] ")[1].split(":")[0]: line for line in capsys.readouterr().out.splitlines() if "] " in line
+             and (": done in" in line or ": failed after" in line)}  # fmt: skip
+    # What the failed suites step takes with it: the model's report (it reads the suites' results).
+    skipped = {"eval_report_mlp_bitmap_3class"}
+    elapsed = BEFORE_TRAINING
+    for i, name in enumerate(steps):
+        elapsed += MODEL_SECONDS if name.removeprefix(PUBLISHED_SPLIT) in MODELS else 60.0
+        if name in skipped:
+            assert name not in lines
+            elapsed -= 60.0  # skipped: never run
+            continue
+        failed_yet = steps.index(failing) <= i
+        after = [n for n in steps[i + 1 :] if not (failed_yet and n in skipped)]
+        line = lines[name]
+        if not after:  # the last step: the command's own closing line then says the budget
+            assert line.endswith(": done in 60.0 s"), line
+            continue
+        assert f"; {len(after)} step{'s' if len(after) > 1 else ''} to go" in line, line
+        if not any(n.removeprefix(PUBLISHED_SPLIT) in MODELS for n in after):
+            minutes = evaluation_reserve(after, {}, "full").seconds / 60
+            assert f"to go, about {minutes:.{0 if minutes >= 10 else 1}f} min by the measured figures;" in line, line
+        else:
+            assert "about" not in line
+        assert line.endswith(f"; {elapsed / 60:.1f} of the 3 h budget's 180 min spent"), line
+
+
 def test_a_share_never_raises_a_profiles_own_bound():
     cfg = rp.ReproduceConfig(profile="quick", hours=8.0)
     quick = rp.train_run(cfg, "mlp_bitmap_3class", minutes=30.0)

@@ -385,7 +385,8 @@ def to_go_text(instance: dg.DagsterInstance, cfg: ReproduceConfig, left: list[st
     out = f"; {len(left)} step{'s' if len(left) > 1 else ''} to go"
     if not any(trains(n) for n in left):
         try:
-            out += f", about {evaluation_reserve_of(instance, cfg, left).seconds / 60:.0f} min by the measured figures"
+            minutes = evaluation_reserve_of(instance, cfg, left).seconds / 60
+            out += f", about {minutes:.{0 if minutes >= 10 else 1}f} min by the measured figures"
         except ValueError:  # a step no figure covers (a dataset, before training): no estimate
             pass
     if budget is not None:
@@ -528,13 +529,17 @@ def run_steps(
                 budget.finished(name, took)
         if ledger is not None:
             save_ledger(ledger)
-        to_go = to_go_text(instance, cfg, [n for n in names[i:] if n in runs], budget, elapsed())
         if result.success:
             outcomes[name] = "done"
-            print(f"{head}: done in {took:.1f} s{to_go}", flush=True)
         else:
             failed[name] = failure_message(result)
             outcomes[name] = f"failed: {failed[name]}"
+        # The steps still to run: those that will not be kept, less those a failure will skip.
+        left = [n for n in names[i:] if n in runs and (n == REPORT or not blocked_by(n, failed, deps_of))]
+        to_go = to_go_text(instance, cfg, left, budget, elapsed())
+        if result.success:
+            print(f"{head}: done in {took:.1f} s{to_go}", flush=True)
+        else:
             print(f"{head}: failed after {took:.1f} s: {failed[name]}{to_go}", flush=True)
     return [f"{n}: {why}" for n, why in failed.items() if not why.startswith("skipped")]
 
