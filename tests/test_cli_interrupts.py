@@ -29,6 +29,23 @@ def stopped_by_a_signal() -> None:
     time.sleep(30)  # the signal lands here: the run fails with Dagster's interrupt
 
 
+class _SignalledWhileFinalised:
+    """Sends its process SIGINT from its finaliser and stays there while the handler runs: the
+    interrupt is raised inside the finaliser, where Python can only print and drop it."""
+
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)
+
+
+@dg.asset
+def interrupted_in_a_finaliser() -> None:
+    """Found in a `reproduce` that went on with its step after Ctrl-C: Dagster's handler raised its
+    interrupt while a weakref callback ran ("Exception ignored in: ... WeakSet ...")."""
+    _SignalledWhileFinalised()  # finalised at once (no reference kept)
+    time.sleep(30)  # the run would go on here; the interrupt must land here instead
+
+
 @dg.asset
 def fails_on_its_own() -> None:
     raise ValueError("a bad row")
@@ -47,6 +64,20 @@ def test_a_signal_inside_a_run_stops_the_command(name, tmp_path, monkeypatch):
     finally:
         for s, handler in previous.items():  # Dagster leaves SIGTERM mapped to SIGINT's handler
             signal.signal(s, handler)
+
+
+def test_an_interrupt_dropped_in_a_finaliser_still_stops_the_run_at_once_without_a_traceback(tmp_path, capfd):
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with dg.DagsterInstance.ephemeral() as instance:
+            start = time.monotonic()
+            with pytest.raises(KeyboardInterrupt):
+                materialize([interrupted_in_a_finaliser], Store(tmp_path / "store"), instance)
+            assert time.monotonic() - start < 25  # stopped in the step, not after its 30 s
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    assert "Exception ignored" not in capfd.readouterr().err
 
 
 def test_a_signal_a_handler_swallows_is_still_seen():

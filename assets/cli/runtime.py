@@ -112,7 +112,7 @@ def materialize(
     into the run's failure and returns (or, when it lands outside a step's own code, e.g. as the
     run ends, records it and lets the run succeed), and a command going through steps (reproduce,
     ingest) would otherwise take it for that step's failure, or for nothing, and go on."""
-    with signals_seen() as seen:
+    with signals_seen() as seen, interrupts_kept():
         result = dg.materialize(
             assets,
             selection=selection,
@@ -158,6 +158,35 @@ def signals_seen():
             pass
         reader.close()
         writer.close()
+
+
+AGAIN_AFTER_S = 0.1
+"""How long after a dropped interrupt it is sent again (interrupts_kept)."""
+
+
+@contextlib.contextmanager
+def interrupts_kept():
+    """An interrupt raised while a finaliser runs (a `__del__`, a weakref callback: where a
+    signal handler's exception lands when the signal arrives during one) is dropped by Python,
+    which prints "Exception ignored in ..." and its traceback and goes on; a run would then go on
+    to the end of its step. In this block such an interrupt is raised again instead: a timer
+    thread sends the process SIGINT a moment later, whose handler (Dagster's, or Python's
+    KeyboardInterrupt) then runs in the main thread's own code. Sent at once, from the hook, the
+    handler would run, and raise, inside the hook, where Python drops it again; should the
+    moment fall in another finaliser, the hook sends it again."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        if type(unraisable.exc_value).__name__ in INTERRUPTED:
+            threading.Timer(AGAIN_AFTER_S, os.kill, (os.getpid(), signal.SIGINT)).start()
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
 
 
 def interrupted(result) -> bool:
