@@ -159,18 +159,34 @@ _W_MIDDLE, _W_END = _weights(_KING_MIDDLE), _weights(_KING_END)
 _PHASE = np.array([0, 1, 1, 2, 4, 0] * 2, dtype=np.float32)  # phase units per plane (N B 1, R 2, Q 4)
 
 
+TRADITIONAL_TABLES = (_W_MIDDLE, _W_END)
+"""The traditional evaluation's middlegame and endgame weights, (768,) each: centipawns of a
+piece (plane P N B R Q K p n b r q k) on a square (a1 = 0), from White's point of view."""
+PHASE_UNITS = _PHASE
+"""Phase units of a piece on each of the 12 planes: the middlegame's share is their sum (at most
+24, the start's) / 24."""
+
+
 class MaterialEvaluator:
     """The traditional evaluation: material plus piece-square tables (Michniewski's Simplified
     Evaluation Function), the king's table tapered from middlegame to endgame by the non-pawn
-    material left (24 phase units at the start)."""
+    material left (24 phase units at the start). Other tables of the same form (`middle`, `end`:
+    (768,) weights as TRADITIONAL_TABLES) make another evaluation at the same cost
+    (scripts/quiet_study.py plays learnt ones)."""
 
     name = "material_pst"
+
+    def __init__(self, middle: np.ndarray | None = None, end: np.ndarray | None = None, name: str = ""):
+        self.middle = _W_MIDDLE if middle is None else np.asarray(middle, dtype=np.float32).reshape(768)
+        self.end = _W_END if end is None else np.asarray(end, dtype=np.float32).reshape(768)
+        if name:
+            self.name = name
 
     def evaluate(self, boards: Sequence[chess.Board]) -> np.ndarray:
         planes, white, _ = board_arrays(boards)
         bits = np.unpackbits(planes, axis=1, bitorder="little").astype(np.float32)  # (N, 768): plane*64 + sq
         phase = np.minimum(bits.reshape(-1, 12, 64).sum(2) @ _PHASE, 24.0) / 24.0
-        score = phase * (bits @ _W_MIDDLE) + (1.0 - phase) * (bits @ _W_END)
+        score = phase * (bits @ self.middle) + (1.0 - phase) * (bits @ self.end)
         return np.where(white, score, -score)
 
 

@@ -7,7 +7,15 @@ import chess
 import numpy as np
 import pytest
 
-from pipeline.search import MATE, AlphaBeta, MaterialEvaluator, RandomPlayer, StockfishPlayer, board_arrays
+from pipeline.search import (
+    MATE,
+    TRADITIONAL_TABLES,
+    AlphaBeta,
+    MaterialEvaluator,
+    RandomPlayer,
+    StockfishPlayer,
+    board_arrays,
+)
 
 MATE_IN_2 = "r2qkb1r/pp2nppp/3p4/2pNN1B1/2BnP3/3P4/PPP2PPP/R2bK2R w KQkq - 1 1"  # 1. Nf6+ gxf6 2. Bxf7#
 
@@ -151,6 +159,24 @@ def test_material_evaluator_is_symmetric_and_counts_material():
     no_black_queen = chess.Board("rnb1kbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1")
     v = ev.evaluate([no_black_queen, no_black_queen.mirror()])
     assert v[0] > 800 and v[1] == pytest.approx(v[0])  # side to move's view: the mirror is as good for Black
+
+
+def test_material_evaluator_takes_other_tables_of_its_form():
+    """Tables of the traditional form (scripts/quiet_study.py's learnt ones) score by the same
+    rule: a knight's value moved onto one square is counted there, for either side."""
+    middle, end = (t.copy() for t in TRADITIONAL_TABLES)
+    assert np.array_equal(
+        MaterialEvaluator(middle, end).evaluate([chess.Board()]), MaterialEvaluator().evaluate([chess.Board()])
+    )
+    for t in (middle, end):  # White's knight on f3 worth 1,000 more; Black's on f6 (mirrored) the same for Black
+        t[1 * 64 + chess.F3] += 1000
+        t[7 * 64 + chess.F6] -= 1000
+    learnt = MaterialEvaluator(middle, end, "learnt")
+    after = chess.Board("rnbqkb1r/pppppppp/5n2/8/8/5N2/PPPPPPPP/RNBQKB1R w KQkq - 2 2")
+    one_side = chess.Board("rnbqkbnr/pppppppp/8/8/8/5N2/PPPPPPPP/RNBQKB1R b KQkq - 1 1")
+    base, moved = MaterialEvaluator().evaluate([after, one_side]), learnt.evaluate([after, one_side])
+    assert learnt.name == "learnt" and moved[0] == pytest.approx(base[0])  # both knights there: it cancels
+    assert moved[1] == pytest.approx(base[1] - 1000)  # Black to move: White's knight counts against Black
 
 
 def test_board_arrays_match_the_store_encoding():
