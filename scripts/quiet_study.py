@@ -12,8 +12,9 @@ Sabatelli's openings twice, colours swapped). The learnt tables play through Mat
 itself, so both sides search at the same cost.
 
 Tables are fitted in White's point of view (a Black-to-move row's label turned to White's),
-with one tempo term for the side to move that the search does not need (every leaf of a
-fixed-depth search has the same side to move).
+Black's tied to White's as the traditional ones are (mirrored, negated), with one tempo term for
+the side to move that the search does not need (every leaf of a fixed-depth search has the same
+side to move).
 
     python scripts/quiet_study.py --data STORE/datasets/sabatelli_regression --depth 2 --openings 20
 """
@@ -64,15 +65,32 @@ def subset(rows: dict[str, np.ndarray], keep: np.ndarray) -> dict[str, np.ndarra
     return {k: v[keep] for k, v in rows.items()}
 
 
+def both_colours(white: torch.Tensor) -> torch.Tensor:
+    """(384,) White's tables (P N B R Q K x 64 squares) -> (768,) with Black's: each of White's
+    negated on the square mirrored rank-wise, as the traditional tables are (a position and its
+    colour-mirror score the same for the side to move)."""
+    black = -white.reshape(6, 8, 8).flip(1).reshape(384)
+    return torch.cat([white, black])
+
+
 class Tapered(torch.nn.Module):
-    """MaterialEvaluator's function with its tables as parameters, plus a tempo term."""
+    """MaterialEvaluator's function with White's tables as parameters (Black's mirror them), plus
+    a tempo term."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.middle = torch.nn.Parameter(torch.from_numpy(TRADITIONAL_TABLES[0].copy()))
-        self.end = torch.nn.Parameter(torch.from_numpy(TRADITIONAL_TABLES[1].copy()))
+        self.white_middle = torch.nn.Parameter(torch.from_numpy(TRADITIONAL_TABLES[0][:384].copy()))
+        self.white_end = torch.nn.Parameter(torch.from_numpy(TRADITIONAL_TABLES[1][:384].copy()))
         self.tempo = torch.nn.Parameter(torch.zeros(()))
         self.register_buffer("phase_units", torch.from_numpy(PHASE_UNITS))
+
+    @property
+    def middle(self) -> torch.Tensor:
+        return both_colours(self.white_middle)
+
+    @property
+    def end(self) -> torch.Tensor:
+        return both_colours(self.white_end)
 
     def forward(self, bits: torch.Tensor, white: torch.Tensor) -> torch.Tensor:
         """White's centipawns."""
@@ -148,7 +166,7 @@ def match(model: Tapered, depth: int, openings: int) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True, help="a sabatelli_regression dataset folder (train/val/test.parquet)")
-    p.add_argument("--epochs", type=int, default=40)
+    p.add_argument("--epochs", type=int, default=60)
     p.add_argument("--lr", type=float, default=2.0, help="Adam's step, in centipawns (default 2)")
     p.add_argument("--batch", type=int, default=1024)
     p.add_argument("--seed", type=int, default=0)

@@ -9,7 +9,7 @@ import chess
 import numpy as np
 import torch
 
-from pipeline.search import MaterialEvaluator, board_arrays
+from pipeline.search import TRADITIONAL_TABLES, MaterialEvaluator, board_arrays
 
 _SPEC = importlib.util.spec_from_file_location("quiet_study", Path(__file__).parents[1] / "scripts" / "quiet_study.py")
 study = importlib.util.module_from_spec(_SPEC)
@@ -29,6 +29,9 @@ def test_the_fit_starts_from_the_traditional_evaluation_in_whites_view():
         fitted = study.Tapered()(bits, torch.from_numpy(white)).numpy()
     side_to_move = MaterialEvaluator().evaluate(boards)
     assert np.allclose(fitted, np.where(white, side_to_move, -side_to_move), atol=1e-3)
+    # Black's tables are White's mirrored and negated, as the traditional ones are written.
+    for table, traditional in zip((study.Tapered().middle, study.Tapered().end), TRADITIONAL_TABLES, strict=True):
+        assert np.array_equal(table.detach().numpy(), traditional)
 
 
 def test_quiet_means_no_check_and_no_capture():
