@@ -51,32 +51,28 @@ def fails_on_its_own() -> None:
     raise ValueError("a bad row")
 
 
-@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
-def test_a_signal_inside_a_run_stops_the_command(name, tmp_path, monkeypatch):
-    monkeypatch.setenv("TEST_SIGNAL", name)
+def assert_interrupted_at_once(asset: dg.AssetsDefinition, store: Store) -> None:
+    """materialize(asset) raises KeyboardInterrupt well before the asset's 30 s wait ends."""
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         with dg.DagsterInstance.ephemeral() as instance:
             start = time.monotonic()
             with pytest.raises(KeyboardInterrupt):
-                materialize([stopped_by_a_signal], Store(tmp_path / "store"), instance)
-            assert time.monotonic() - start < 25  # stopped, not waited out
+                materialize([asset], store, instance)
+            assert time.monotonic() - start < 25  # stopped in the step, not waited out
     finally:
         for s, handler in previous.items():  # Dagster leaves SIGTERM mapped to SIGINT's handler
             signal.signal(s, handler)
 
 
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_a_signal_inside_a_run_stops_the_command(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("TEST_SIGNAL", name)
+    assert_interrupted_at_once(stopped_by_a_signal, Store(tmp_path / "store"))
+
+
 def test_an_interrupt_dropped_in_a_finaliser_still_stops_the_run_at_once_without_a_traceback(tmp_path, capfd):
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        with dg.DagsterInstance.ephemeral() as instance:
-            start = time.monotonic()
-            with pytest.raises(KeyboardInterrupt):
-                materialize([interrupted_in_a_finaliser], Store(tmp_path / "store"), instance)
-            assert time.monotonic() - start < 25  # stopped in the step, not after its 30 s
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+    assert_interrupted_at_once(interrupted_in_a_finaliser, Store(tmp_path / "store"))
     assert "Exception ignored" not in capfd.readouterr().err
 
 
