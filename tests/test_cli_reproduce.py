@@ -139,7 +139,8 @@ def test_each_finished_step_says_how_many_are_left_and_how_long_they_should_take
     assert len(done) >= 4 and left == list(range(len(done) - 1, -1, -1)), second.stdout  # one fewer a step
     # Once no model run is left (the evaluation), an estimate: the reserve's figures for what is left.
     evaluation = [line for line in done if "] eval_" in line]
-    assert evaluation and all(re.search(r"to go, about [\d.]+ min by the measured figures$", line) for line in evaluation)
+    estimate = re.compile(r"to go, about [\d.]+ min by the measured figures$")
+    assert evaluation and all(estimate.search(line) for line in evaluation)
     assert done[-1].split("] ")[1].startswith("reproduction_report: done in") and "to go" not in done[-1]
 
 
