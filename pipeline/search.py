@@ -156,15 +156,14 @@ def _weights(king: list[int]) -> np.ndarray:
 
 
 _W_MIDDLE, _W_END = _weights(_KING_MIDDLE), _weights(_KING_END)
-_PHASE = np.array([0, 1, 1, 2, 4, 0] * 2, dtype=np.float32)  # phase units per plane (N B 1, R 2, Q 4)
+PHASE_UNITS = np.array([0, 1, 1, 2, 4, 0] * 2, dtype=np.float32)  # per plane: N B 1, R 2, Q 4
+"""Phase units of a piece on each of the 12 planes: the middlegame's share is their sum (at most
+24, the start's) / 24."""
 
 
 TRADITIONAL_TABLES = (_W_MIDDLE, _W_END)
 """The traditional evaluation's middlegame and endgame weights, (768,) each: centipawns of a
 piece (plane P N B R Q K p n b r q k) on a square (a1 = 0), from White's point of view."""
-PHASE_UNITS = _PHASE
-"""Phase units of a piece on each of the 12 planes: the middlegame's share is their sum (at most
-24, the start's) / 24."""
 
 
 class MaterialEvaluator:
@@ -185,7 +184,7 @@ class MaterialEvaluator:
     def evaluate(self, boards: Sequence[chess.Board]) -> np.ndarray:
         planes, white, _ = board_arrays(boards)
         bits = np.unpackbits(planes, axis=1, bitorder="little").astype(np.float32)  # (N, 768): plane*64 + sq
-        phase = np.minimum(bits.reshape(-1, 12, 64).sum(2) @ _PHASE, 24.0) / 24.0
+        phase = np.minimum(bits.reshape(-1, 12, 64).sum(2) @ PHASE_UNITS, 24.0) / 24.0
         score = phase * (bits @ self.middle) + (1.0 - phase) * (bits @ self.end)
         return np.where(white, score, -score)
 

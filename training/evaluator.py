@@ -111,14 +111,20 @@ class NetworkEvaluator:
         return score
 
 
+def _compares(preset: str) -> bool:
+    """Whether models of `preset` (training.models.PRESETS) play as DeepChess's comparison player."""
+    from training.models import PRESETS
+
+    return PRESETS[preset].kind == "siamese"
+
+
 def max_depth_of(model: str) -> int | None:
     """The deepest search model asset `model`'s evaluator plays at, from the catalog (no checkpoint
     loaded): 1 for DeepChess's comparison player (its scores order the positions of one call
     only), None (any depth) for the rest."""
     from training.catalog import MODELS
-    from training.models import PRESETS
 
-    if PRESETS[MODELS[model].model].kind == "siamese":
+    if _compares(MODELS[model].model):
         from training.deepchess import ComparisonEvaluator
 
         return ComparisonEvaluator.max_depth
@@ -128,10 +134,8 @@ def max_depth_of(model: str) -> int | None:
 def load_evaluator(checkpoint: Path | str, name: str = "", device: str = "cpu", threads: int = 1):
     """The evaluator a checkpoint plays with: a NetworkEvaluator, or for a DeepChess comparator
     the 1-ply comparison player (training.deepchess.ComparisonEvaluator, max_depth 1)."""
-    from training.models import PRESETS
-
     ck = load_checkpoint(checkpoint)  # a file or an S3 store's object
-    if PRESETS[ck["config"]["model"]].kind == "siamese":
+    if _compares(ck["config"]["model"]):
         from training.deepchess import ComparisonEvaluator
 
         return ComparisonEvaluator(checkpoint, name, device, threads)

@@ -531,16 +531,14 @@ def run_steps(
             save_ledger(ledger)
         if result.success:
             outcomes[name] = "done"
+            said = f"done in {took:.1f} s"
         else:
             failed[name] = failure_message(result)
             outcomes[name] = f"failed: {failed[name]}"
+            said = f"failed after {took:.1f} s: {failed[name]}"
         # The steps still to run: those that will not be kept, less those a failure will skip.
         left = [n for n in names[i:] if n in runs and (n == REPORT or not blocked_by(n, failed, deps_of))]
-        to_go = to_go_text(instance, cfg, left, budget, elapsed())
-        if result.success:
-            print(f"{head}: done in {took:.1f} s{to_go}", flush=True)
-        else:
-            print(f"{head}: failed after {took:.1f} s: {failed[name]}{to_go}", flush=True)
+        print(f"{head}: {said}{to_go_text(instance, cfg, left, budget, elapsed())}", flush=True)
     return [f"{n}: {why}" for n, why in failed.items() if not why.startswith("skipped")]
 
 
