@@ -62,6 +62,9 @@ class GridConfig:
     time_scale: float = 0.05
     """Seconds here per second of Lubeck's clock: a budget of t s buys each evaluator the nodes
     it searches in t x time_scale s on this machine (its measured nodes/s)."""
+    quiescence: int = 0
+    """Plies of captures both searches resolve beyond their depth (pipeline.search.AlphaBeta's
+    capture search, counted in the node budgets); 0: none, a leaf is taken at its face value."""
     kinds: tuple[str, ...] = ("quiet", "tactical")
     """Kinds of start position: quiet (static eval and shallow search agree), tactical (they differ)."""
     positions: int = 16
@@ -113,6 +116,8 @@ class GridConfig:
                 f"positions, workers and candidates must be at least 1, got {self.positions}, "
                 f"{self.workers}, {self.candidates}"
             )
+        if self.quiescence < 0:
+            problems.append(f"quiescence must be 0 (none) or plies of captures, got {self.quiescence}")
         for name in ("probe_depth", "adjudicate_depth", "calibration_depth", "max_eval_cp"):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -220,13 +225,13 @@ def node_budget(seconds: float, nps: float, time_scale: float) -> int:
     return max(1, round(seconds * time_scale * nps))
 
 
-def calibrate(evaluator: Evaluator, boards: Sequence[chess.Board], depth: int) -> float:
-    """Nodes per second of CPU time of `evaluator`'s search (AlphaBeta to `depth`) over boards:
-    the speed a time budget is scaled by. CPU time of this process, so a loaded machine
-    slows it less than a wall clock would."""
+def calibrate(evaluator: Evaluator, boards: Sequence[chess.Board], depth: int, quiescence: int = 0) -> float:
+    """Nodes per second of CPU time of `evaluator`'s search (AlphaBeta to `depth`, with
+    `quiescence` plies of captures) over boards: the speed a time budget is scaled by. CPU time
+    of this process, so a loaded machine slows it less than a wall clock would."""
     nodes, spent = 0, 0.0
     for board in boards:
-        search = AlphaBeta(evaluator, depth=depth)
+        search = AlphaBeta(evaluator, depth=depth, quiescence=quiescence)
         t = time.process_time()
         nodes += search.search(board).nodes
         spent += time.process_time() - t
@@ -271,6 +276,7 @@ class Task:
     material_nodes: int
     max_plies: int
     network_name: str
+    quiescence: int = 0
 
 
 @dataclass
@@ -297,10 +303,11 @@ def play_task(task: Task, network: Evaluator) -> TaskResult:
     t = time.process_time()
     for j in range(2):
         n = RecordingPlayer(
-            AlphaBeta(network, nodes=task.network_nodes, max_depth=d), player_name(task.network_name, cell)
+            AlphaBeta(network, nodes=task.network_nodes, max_depth=d, quiescence=task.quiescence),
+            player_name(task.network_name, cell),
         )
         m = RecordingPlayer(
-            AlphaBeta(MaterialEvaluator(), nodes=task.material_nodes, max_depth=d),
+            AlphaBeta(MaterialEvaluator(), nodes=task.material_nodes, max_depth=d, quiescence=task.quiescence),
             player_name(MaterialEvaluator.name, cell),
         )
         white, black = (n, m) if j == 0 else (m, n)
@@ -509,7 +516,13 @@ class GridResult:
         return (
             f"# Lubeck's experiment grid: {self.network} against the traditional evaluation\n\n"
             f"Both players search with the same alpha-beta (iterative deepening, pipeline.search.AlphaBeta) "
-            f"up to the cell's depth or until their node budget is spent. A budget of t s on Lubeck's clock "
+            f"up to the cell's depth or until their node budget is spent"
+            + (
+                f", then resolve up to {cfg.quiescence} plies of captures beyond it (in the budget)"
+                if cfg.quiescence
+                else ", a leaf at its face value (no capture search)"
+            )
+            + f". A budget of t s on Lubeck's clock "
             f"is t x {cfg.time_scale:g} s here, at each evaluator's nodes/s in this search ({how}: "
             + ", ".join(f"{k} {v:,.0f}" for k, v in self.nps.items())
             + f"). Each start position is played twice, colours swapped; games unfinished after "
@@ -560,9 +573,9 @@ def run_grid(
     if measured:
         boards = [p.board for k in cfg.kinds for p in starts[k][:4]]
         if not cfg.material_nps:
-            nps[MaterialEvaluator.name] = calibrate(MaterialEvaluator(), boards, cfg.calibration_depth)
+            nps[MaterialEvaluator.name] = calibrate(MaterialEvaluator(), boards, cfg.calibration_depth, cfg.quiescence)
         if not cfg.network_nps:
-            nps[network_name] = calibrate(network_factory(), boards, cfg.calibration_depth)
+            nps[network_name] = calibrate(network_factory(), boards, cfg.calibration_depth, cfg.quiescence)
         log("nodes/s of each search here: " + ", ".join(f"{k} {v:,.0f}" for k, v in nps.items()))
     cells = grid_cells(cfg)
     tasks = [
@@ -573,6 +586,7 @@ def run_grid(
             node_budget(cell.seconds, nps[MaterialEvaluator.name], cfg.time_scale),
             cfg.max_plies,
             network_name,
+            cfg.quiescence,
         )
         for cell in cells
         for start in starts[cell.kind]

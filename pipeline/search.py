@@ -231,6 +231,13 @@ class AlphaBeta:
 
     Frontier nodes (depth 1) score all their children in one evaluator call, which is what
     makes a network fast enough to search with.
+
+    `quiescence` (plies, 0: none) resolves captures beyond the frontier: a child reached by a
+    capture is scored by a search of captures only (the side to move may stand on the
+    evaluator's score of the position or capture, most valuable victim first, least valuable
+    attacker next; in check it may not stand, and every evasion is searched), so a leaf in the
+    middle of an exchange is not taken at its face value. Its nodes count towards a node
+    budget; it costs one evaluator call a node, not a batch.
     """
 
     def __init__(
@@ -241,6 +248,7 @@ class AlphaBeta:
         max_depth: int = 64,
         tt_entries: int = 1 << 20,
         nodes: int | None = None,
+        quiescence: int = 0,
     ):
         if sum(x is not None for x in (depth, movetime, nodes)) != 1:
             raise ValueError("give exactly one of depth (plies), movetime (seconds) or nodes")
@@ -248,10 +256,13 @@ class AlphaBeta:
             raise ValueError(f"depth must be at least 1, got {depth}")
         if nodes is not None and nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {nodes}")
+        if quiescence < 0:
+            raise ValueError(f"quiescence is 0 (none) or plies of captures, got {quiescence}")
         self.evaluator = evaluator
         self.depth = depth
         self.movetime = movetime
         self.max_nodes = nodes
+        self.quiescence = quiescence
         self.max_depth = depth if depth is not None else max_depth
         self.tt_entries = tt_entries
         self.tt: dict = {}
@@ -268,6 +279,8 @@ class AlphaBeta:
             limit = f"{self.max_nodes} nodes/move" + (f" depth <= {self.max_depth}" if self.max_depth < 64 else "")
         else:
             limit = f"{self.movetime:g}s/move"
+        if self.quiescence:
+            limit += f" + {self.quiescence} plies of captures"
         return f"{self.evaluator.name} alpha-beta {limit}"
 
     def search(self, board: chess.Board) -> SearchResult:
@@ -316,10 +329,13 @@ class AlphaBeta:
             b.push(move)
         return pv
 
-    def _child_scores(self, board: chess.Board, moves: list[chess.Move], ply: int, frontier: bool) -> np.ndarray:
-        """Each move's score for the side making it: children the rules end by the rules (mates
-        first), the rest in one evaluator batch. At the frontier the children are search nodes:
-        they are counted, and one repeating an earlier position is a draw."""
+    def _scored_children(
+        self, board: chess.Board, moves: list[chess.Move], ply: int, frontier: bool
+    ) -> tuple[np.ndarray, list[int]]:
+        """Each move's score for the side making it, and the moves the evaluator scored: children
+        the rules end by the rules (mates first), the rest in one evaluator batch. At the frontier
+        the children are search nodes: they are counted, and one repeating an earlier position is
+        a draw."""
         scores = np.empty(len(moves))
         pending, boards = [], []
         for i, move in enumerate(moves):
@@ -339,10 +355,10 @@ class AlphaBeta:
         if boards:
             values = np.clip(np.asarray(self.evaluator.evaluate(boards), dtype=np.float64), -EVAL_CLIP, EVAL_CLIP)
             scores[pending] = -values
-        return scores
+        return scores, pending
 
     def _ordered(self, board: chess.Board, moves: list[chess.Move], first: chess.Move | None) -> list[chess.Move]:
-        score = self._child_scores(board, moves, 0, frontier=False)
+        score, _ = self._scored_children(board, moves, 0, frontier=False)
         order = sorted(range(len(moves)), key=lambda i: -score[i])
         out = [moves[i] for i in order]
         if first is not None and first in out:
@@ -350,10 +366,13 @@ class AlphaBeta:
             out.insert(0, first)
         return out
 
-    def _negamax(self, board: chess.Board, depth: int, alpha: float, beta: float, ply: int) -> float:
+    def _count_node(self) -> None:
         self.nodes += 1
         if self.nodes > self._node_limit or (self.nodes & 255 == 0 and time.monotonic() > self._deadline):
             raise _Timeout
+
+    def _negamax(self, board: chess.Board, depth: int, alpha: float, beta: float, ply: int) -> float:
+        self._count_node()
         key = board._transposition_key()  # python-chess's own hashable position key (no clocks)
         if ply and self._seen.get(key, 0):
             return 0.0  # a repetition: a draw by the rules' spirit, as engines score it
@@ -394,10 +413,68 @@ class AlphaBeta:
         return best
 
     def _frontier(self, board: chess.Board, moves: list[chess.Move], ply: int) -> tuple[float, chess.Move]:
-        """Every child scored at once: game-ending ones by the rules, the rest in one batch."""
-        scores = self._child_scores(board, moves, ply, frontier=True)
+        """Every child scored at once: game-ending ones by the rules, the rest in one batch; with
+        `quiescence`, each capture's score then resolved by a capture search, bounded by the best
+        move found so far (captures last, so the quiet moves set that bound)."""
+        scores, evaluated = self._scored_children(board, moves, ply, frontier=True)
+        if self.quiescence:
+            captures = [i for i in evaluated if board.is_capture(moves[i])]
+            quiet = set(range(len(moves))) - set(captures)
+            best = max((scores[i] for i in quiet), default=-MATE - 1)
+            for i in captures:
+                board.push(moves[i])
+                try:
+                    scores[i] = -self._capture_search(board, -MATE - 1, -best, ply + 1, self.quiescence, -scores[i])
+                finally:
+                    board.pop()
+                best = max(best, scores[i])
         i = int(np.argmax(scores))
         return float(scores[i]), moves[i]
+
+    def _capture_search(
+        self, board: chess.Board, alpha: float, beta: float, ply: int, plies: int, stand: float
+    ) -> float:
+        """A position's score resolved by captures, side to move's view (fail-soft: at least beta
+        means at least that, at most alpha at most that); `stand` is the evaluator's score of the
+        position, which is not counted again as a node. In check there is no standing: every
+        evasion is searched on (with plies left; else the position stands)."""
+        in_check = board.is_check()
+        if plies == 0 or (stand >= beta and not in_check):
+            return stand
+        if in_check:
+            best, moves = -MATE - 1, list(board.legal_moves)
+        else:
+            best, alpha = stand, max(alpha, stand)
+            moves = sorted(
+                board.generate_legal_captures(),
+                key=lambda m: (-_victim_order(board, m), _PIECE_ORDER[board.piece_type_at(m.from_square)]),
+            )
+        for move in moves:
+            board.push(move)
+            try:
+                self._count_node()
+                over = _game_over_score(board, ply + 1)
+                if over is not None:
+                    score = -over
+                else:
+                    child = float(np.clip(self.evaluator.evaluate([board])[0], -EVAL_CLIP, EVAL_CLIP))
+                    score = -self._capture_search(board, -beta, -alpha, ply + 1, plies - 1, child)
+            finally:
+                board.pop()
+            if score > best:
+                best = score
+                if score >= beta:
+                    break
+                alpha = max(alpha, score)
+        return best
+
+
+_PIECE_ORDER = {chess.PAWN: 1, chess.KNIGHT: 2, chess.BISHOP: 3, chess.ROOK: 4, chess.QUEEN: 5, chess.KING: 6}
+
+
+def _victim_order(board: chess.Board, move: chess.Move) -> int:
+    """The captured piece's order (an en passant capture takes a pawn)."""
+    return _PIECE_ORDER[board.piece_type_at(move.to_square) or chess.PAWN]
 
 
 def _to_tt(score: float, ply: int) -> float:

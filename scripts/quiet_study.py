@@ -7,9 +7,10 @@ label, 1 / (1 + 10^(-cp / 400)), by mean squared error, starting from Michniewsk
 on every train position of a `sabatelli_regression` dataset and once on its quiet positions
 only (the side to move not in check and without a capture), and reports for each: the test
 error beside the traditional evaluation's, the pieces' average values, and a match against the
-traditional evaluation in the same search (pipeline.search.AlphaBeta at a fixed depth, each of
-Sabatelli's openings twice, colours swapped). The learnt tables play through MaterialEvaluator
-itself, so both sides search at the same cost.
+traditional evaluation in the same search (pipeline.search.AlphaBeta at a fixed depth, with
+`--quiescence` plies of captures beyond it, each of Sabatelli's openings twice, colours
+swapped). The learnt tables play through MaterialEvaluator itself, so both sides search at the
+same cost.
 
 Tables are fitted in White's point of view (a Black-to-move row's label turned to White's),
 Black's tied to White's as the traditional ones are (mirrored, negated), with one tempo term for
@@ -144,14 +145,16 @@ def piece_values(model: Tapered) -> dict[str, dict[str, int]]:
     return out
 
 
-def match(model: Tapered, depth: int, openings: int) -> dict:
-    """The learnt tables against the traditional ones, both AlphaBeta at `depth`; unfinished
-    games (200 plies) count half."""
+def match(model: Tapered, depth: int, openings: int, quiescence: int = 0) -> dict:
+    """The learnt tables against the traditional ones, both AlphaBeta at `depth` (with
+    `quiescence` plies of captures beyond it); unfinished games (200 plies) count half."""
     middle, end = model.middle.detach().numpy(), model.end.detach().numpy()
     spec = MatchSpec(
         f"learnt tables vs traditional, depth {depth}",
-        lambda: SearchPlayer(AlphaBeta(MaterialEvaluator(middle, end, "learnt_pst"), depth=depth)),
-        lambda: SearchPlayer(AlphaBeta(MaterialEvaluator(), depth=depth)),
+        lambda: SearchPlayer(
+            AlphaBeta(MaterialEvaluator(middle, end, "learnt_pst"), depth=depth, quiescence=quiescence)
+        ),
+        lambda: SearchPlayer(AlphaBeta(MaterialEvaluator(), depth=depth, quiescence=quiescence)),
         max_plies=200,
     )
     ops = sabatelli_openings()[:openings]
@@ -172,6 +175,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--depth", type=int, default=2, help="search depth of the match (0: no match)")
     p.add_argument("--openings", type=int, default=20, help="Sabatelli's openings played, each twice")
+    p.add_argument("--quiescence", type=int, default=0, help="plies of captures both sides search beyond the depth")
     a = p.parse_args()
     torch.set_num_threads(1)
     t0 = time.monotonic()
@@ -193,7 +197,7 @@ def main() -> None:
             "best_epoch": min(history, key=lambda h: h["val"])["epoch"] if history else -1,
         }
         if a.depth:
-            out[name]["match"] = match(model, a.depth, a.openings)
+            out[name]["match"] = match(model, a.depth, a.openings, a.quiescence)
         print(json.dumps({name: out[name]}), flush=True)
     out["seconds"] = round(time.monotonic() - t0, 1)
     print(json.dumps(out))

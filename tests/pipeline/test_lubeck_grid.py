@@ -60,6 +60,7 @@ def test_default_grid_is_lubecks_and_has_a_cell_per_depth_time_and_start_kind():
         ({"adjudicate_depth": 0}, r"adjudicate_depth must be at least 1, got 0"),
         ({"calibration_depth": -1}, r"calibration_depth must be at least 1, got -1"),
         ({"max_eval_cp": 0}, r"max_eval_cp must be at least 1, got 0"),
+        ({"quiescence": -1}, r"quiescence must be 0 \(none\) or plies of captures, got -1"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_valid_values(change, words):
@@ -111,6 +112,18 @@ def test_both_players_use_the_same_search():
     assert [m.uci() for m in g1.game.mainline_moves()] == [m.uci() for m in g2.game.mainline_moves()]
     assert r.network[0] == r.material[1] and r.material[0] == r.network[1]  # (depth, nodes) per search
     assert len(r.network[0]) == 5 and all(n <= 600 + 1 + MOST_LEGAL_MOVES for _, n in r.network[0])
+
+
+@pytest.mark.parametrize("quiescence", [0, 1])
+def test_a_capture_search_is_given_to_both_players(quiescence):
+    """Qxd5 wins a pawn at face value and loses the queen to c6xd5: at depth 1, both players grab
+    it without a capture search and neither does with one ply of it."""
+    start = _start(fen="4k3/8/2p5/3p4/8/8/8/3QK3 w - - 0 1")
+    r = play_task(Task(Cell("quiet", 1, 1.0), start, 10**6, 10**6, 1, "twin", quiescence), MaterialTwin())
+    firsts = [next(iter(g.game.mainline_moves())).uci() for g in r.games]
+    assert [g.white.split()[0] for g in r.games] == ["twin", "material_pst"]
+    assert firsts == (["d1d5", "d1d5"] if quiescence == 0 else [firsts[0], firsts[0]])
+    assert quiescence == 0 or firsts[0] != "d1d5"
 
 
 def test_the_slower_evaluator_gets_the_smaller_budget_in_its_games():

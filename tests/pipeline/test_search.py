@@ -74,20 +74,46 @@ def test_sees_being_mated():
     assert r.mate_in == -1
 
 
-def _minimax(board: chess.Board, depth: int, evaluator, ply: int = 0) -> float:
-    """Plain negamax without pruning or table, same rules: the reference for alpha-beta."""
+def _over(board: chess.Board, ply: int) -> float | None:
     if not any(board.generate_legal_moves()):
         return -(MATE - ply) if board.is_check() else 0.0
     if board.is_insufficient_material() or board.halfmove_clock >= 100:
         return 0.0
+    return None
+
+
+def _minimax(
+    board: chess.Board, depth: int, evaluator, ply: int = 0, captures: int = 0, by_capture: bool = False
+) -> float:
+    """Plain negamax without pruning or table, same rules: the reference for alpha-beta. With
+    `captures`, a leaf reached by a capture is scored by every capture line up to that many
+    plies, the side to move taking the best of standing and capturing, or in check the best
+    evasion (standing only when no ply is left)."""
+    over = _over(board, ply)
+    if over is not None:
+        return over
     if depth == 0:
-        return float(evaluator.evaluate([board])[0])
-    best = -np.inf
-    for m in list(board.legal_moves):
-        board.push(m)
-        best = max(best, -_minimax(board, depth - 1, evaluator, ply + 1))
+        stand = float(evaluator.evaluate([board])[0])
+        if not (by_capture and captures):
+            return stand
+        if board.is_check():
+            return max(_after(board, m, 0, evaluator, ply, captures - 1, True) for m in list(board.legal_moves))
+        return max(
+            [stand] + [_after(board, m, 0, evaluator, ply, captures - 1, True) for m in board.generate_legal_captures()]
+        )
+    return max(
+        _after(board, m, depth - 1, evaluator, ply, captures, board.is_capture(m)) for m in list(board.legal_moves)
+    )
+
+
+def _after(
+    board: chess.Board, move: chess.Move, depth: int, evaluator, ply: int, captures: int, by_capture: bool
+) -> float:
+    board.push(move)
+    try:
+        return -_minimax(board, depth, evaluator, ply + 1, captures, by_capture)
+    finally:
         board.pop()
-    return best
 
 
 def _positions(n: int, seed: int) -> list[chess.Board]:
@@ -113,6 +139,45 @@ def test_alpha_beta_scores_equal_plain_minimax(depth):
         fresh = chess.Board(board.fen())  # no history: repetition plays no part in either
         got = AlphaBeta(ev, depth=depth).search(fresh).score
         assert got == pytest.approx(_minimax(fresh, depth, ev)), fresh.fen()
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_a_capture_search_scores_equal_every_capture_line_searched_out(depth):
+    ev = MaterialEvaluator()
+    for board in _positions(8, seed=10 + depth):
+        fresh = chess.Board(board.fen())
+        got = AlphaBeta(ev, depth=depth, quiescence=3).search(fresh).score
+        assert got == pytest.approx(_minimax(fresh, depth, ev, captures=3)), fresh.fen()
+
+
+def test_a_capture_search_sees_the_recapture_a_plain_leaf_does_not():
+    # Qxd5 wins a pawn on its face; c6xd5 takes the queen back. Hand-checked with the
+    # traditional tables: standing pat after any quiet queen move keeps a queen against two pawns.
+    board = chess.Board("4k3/8/2p5/3p4/8/8/8/3QK3 w - - 0 1")
+    plain = AlphaBeta(MaterialEvaluator(), depth=1).search(board)
+    resolved = AlphaBeta(MaterialEvaluator(), depth=1, quiescence=1).search(board)
+    assert plain.move == chess.Move.from_uci("d1d5")
+    assert resolved.move != chess.Move.from_uci("d1d5")
+    assert resolved.score > 500  # still a queen up, not the pawn grab's minus a queen
+    assert resolved.nodes > plain.nodes  # the recapture was searched and counted
+    assert "plies of captures" in AlphaBeta(MaterialEvaluator(), depth=1, quiescence=1).name
+
+
+def test_a_capture_search_keeps_a_node_budget_and_does_not_take_a_check_as_safe():
+    # Bxf7+ Kxf7 loses the bishop for a pawn: a capture search that let the checked side stand
+    # on the evaluator's score would count the pawn and not the recapture.
+    board = chess.Board("r1bqkb1r/pppp1ppp/2n2n2/4p3/2B1P3/5N2/PPPP1PPP/RNBQK2R w KQkq - 4 4")
+    for budget in (50, 400, 3000):
+        result = AlphaBeta(MaterialEvaluator(), nodes=budget, max_depth=6, quiescence=4).search(board)
+        # over the budget by at most a frontier's one batch of children, as without it (218: the
+        # most legal moves of any position)
+        assert result.nodes <= budget + 1 + 218
+        assert result.move != chess.Move.from_uci("c4f7")
+
+
+def test_a_negative_capture_search_is_refused():
+    with pytest.raises(ValueError, match="^quiescence is 0 \\(none\\) or plies of captures, got -1$"):
+        AlphaBeta(MaterialEvaluator(), depth=1, quiescence=-1)
 
 
 def test_search_only_ever_returns_legal_moves():
