@@ -50,7 +50,8 @@ StartKind = Literal["quiet", "tactical"]
 START_KINDS: tuple[str, ...] = get_args(StartKind)
 GRID_ANCHOR = "Lubeck: network with search vs the traditional evaluation, per depth, time and start kind"
 GRID_SUITE = "lubeck_grid/"
-"""The start of a grid cell's suite in evaluation_results: lubeck_grid/<kind>/depth<d>/<t>s."""
+"""The start of a grid cell's suite in evaluation_results: lubeck_grid/<kind>/depth<d>/<t>s, and
+/captures<n> after it for a grid with the capture search (GridConfig.quiescence)."""
 
 
 @dataclass(frozen=True)
@@ -458,10 +459,14 @@ class GridResult:
         score and Elo difference, the suite naming the cell."""
         out = []
         for c in self.cells:
-            suite = f"{GRID_SUITE}{c.cell.kind}/depth{c.cell.depth}/{c.cell.seconds:g}s"
+            q = self.cfg.quiescence
+            suite = f"{GRID_SUITE}{c.cell.kind}/depth{c.cell.depth}/{c.cell.seconds:g}s" + (
+                f"/captures{q}" if q else ""
+            )
             budgets = (
                 f"vs material_pst; budgets {c.network_nodes} / {c.material_nodes} nodes a move "
                 f"(network / traditional), depth reached {c.network_depth:.1f} / {c.material_depth:.1f}"
+                + (f", then up to {q} plies of captures" if q else "")
             )
             out.append(
                 (

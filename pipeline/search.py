@@ -235,9 +235,11 @@ class AlphaBeta:
     `quiescence` (plies, 0: none) resolves captures beyond the frontier: a child reached by a
     capture is scored by a search of captures only (the side to move may stand on the
     evaluator's score of the position or capture, most valuable victim first, least valuable
-    attacker next; in check it may not stand, and every evasion is searched), so a leaf in the
-    middle of an exchange is not taken at its face value. Its nodes count towards a node
-    budget; it costs one evaluator call a node, not a batch.
+    attacker next; in check it may not stand, and every evasion is searched while plies
+    remain), so a leaf in the middle of an exchange is not taken at its face value. Its nodes
+    count towards a node or time budget, except that depth 1 always finishes, its capture search
+    included (as without one, the first iteration is never cut). It costs one evaluator call a
+    node, not a batch.
     """
 
     def __init__(
@@ -269,6 +271,7 @@ class AlphaBeta:
         self.nodes = 0
         self._deadline = float("inf")
         self._node_limit = float("inf")
+        self._finishing = False
         self._seen: dict = {}
 
     @property
@@ -297,6 +300,7 @@ class AlphaBeta:
         self._node_limit = self.max_nodes if self.max_nodes is not None else float("inf")
         best = None
         for depth in range(1, self.max_depth + 1):
+            self._finishing = depth == 1  # depth 1 always finishes, its capture search included
             try:
                 score = self._negamax(root, depth, -MATE - 1, MATE + 1, 0)
             except _Timeout:
@@ -366,9 +370,12 @@ class AlphaBeta:
             out.insert(0, first)
         return out
 
+    def _spent(self) -> bool:
+        return self.nodes > self._node_limit or (self.nodes & 255 == 0 and time.monotonic() > self._deadline)
+
     def _count_node(self) -> None:
         self.nodes += 1
-        if self.nodes > self._node_limit or (self.nodes & 255 == 0 and time.monotonic() > self._deadline):
+        if self._spent():
             raise _Timeout
 
     def _negamax(self, board: chess.Board, depth: int, alpha: float, beta: float, ply: int) -> float:
@@ -417,19 +424,24 @@ class AlphaBeta:
         `quiescence`, each capture's score then resolved by a capture search, bounded by the best
         move found so far (captures last, so the quiet moves set that bound)."""
         scores, evaluated = self._scored_children(board, moves, ply, frontier=True)
-        if self.quiescence:
-            captures = [i for i in evaluated if board.is_capture(moves[i])]
-            quiet = set(range(len(moves))) - set(captures)
-            best = max((scores[i] for i in quiet), default=-MATE - 1)
-            for i in captures:
-                board.push(moves[i])
-                try:
-                    scores[i] = -self._capture_search(board, -MATE - 1, -best, ply + 1, self.quiescence, -scores[i])
-                finally:
-                    board.pop()
-                best = max(best, scores[i])
-        i = int(np.argmax(scores))
-        return float(scores[i]), moves[i]
+        if not self.quiescence:
+            i = int(np.argmax(scores))
+            return float(scores[i]), moves[i]
+        captures = [i for i in evaluated if board.is_capture(moves[i])]
+        resolved = set(captures)
+        others = [i for i in range(len(moves)) if i not in resolved]
+        top = max(others, key=lambda i: scores[i], default=None)  # the first of the best
+        best = scores[top] if top is not None else -MATE - 1
+        for i in captures:
+            board.push(moves[i])
+            try:
+                score = -self._capture_search(board, -MATE - 1, -best, ply + 1, self.quiescence, -scores[i])
+            finally:
+                board.pop()
+            # only a strictly better capture: one that fails low at the bound scores it, not its value
+            if top is None or score > best:
+                top, best = i, score
+        return float(best), moves[top]
 
     def _capture_search(
         self, board: chess.Board, alpha: float, beta: float, ply: int, plies: int, stand: float
@@ -437,7 +449,8 @@ class AlphaBeta:
         """A position's score resolved by captures, side to move's view (fail-soft: at least beta
         means at least that, at most alpha at most that); `stand` is the evaluator's score of the
         position, which is not counted again as a node. In check there is no standing: every
-        evasion is searched on (with plies left; else the position stands)."""
+        evasion is searched on (with plies left; else the position stands). Its nodes are
+        counted; a spent budget stops it, but not in the first iteration (depth 1 finishes)."""
         in_check = board.is_check()
         if plies == 0 or (stand >= beta and not in_check):
             return stand
@@ -452,12 +465,18 @@ class AlphaBeta:
         for move in moves:
             board.push(move)
             try:
-                self._count_node()
+                self.nodes += 1
+                if not self._finishing and self._spent():
+                    raise _Timeout
                 over = _game_over_score(board, ply + 1)
                 if over is not None:
                     score = -over
                 else:
-                    child = float(np.clip(self.evaluator.evaluate([board])[0], -EVAL_CLIP, EVAL_CLIP))
+                    # a position in check with plies left does not stand: its score is not needed
+                    unused = plies > 1 and board.is_check()
+                    child = (
+                        0.0 if unused else float(np.clip(self.evaluator.evaluate([board])[0], -EVAL_CLIP, EVAL_CLIP))
+                    )
                     score = -self._capture_search(board, -beta, -alpha, ply + 1, plies - 1, child)
             finally:
                 board.pop()

@@ -150,7 +150,7 @@ def match(model: Tapered, depth: int, openings: int, quiescence: int = 0) -> dic
     `quiescence` plies of captures beyond it); unfinished games (200 plies) count half."""
     middle, end = model.middle.detach().numpy(), model.end.detach().numpy()
     spec = MatchSpec(
-        f"learnt tables vs traditional, depth {depth}",
+        f"learnt tables vs traditional, depth {depth}" + (f", {quiescence} plies of captures" if quiescence else ""),
         lambda: SearchPlayer(
             AlphaBeta(MaterialEvaluator(middle, end, "learnt_pst"), depth=depth, quiescence=quiescence)
         ),
@@ -163,7 +163,17 @@ def match(model: Tapered, depth: int, openings: int, quiescence: int = 0) -> dic
     n = len(result.games)
     score = (pts + u / 2) / n
     lo, hi = wilson_interval(pts + u / 2, n)
-    return {"games": n, "won": w, "drawn": d, "lost": lost, "unfinished": u, "score": score, "ci95": [lo, hi]}
+    return {
+        "depth": depth,
+        "quiescence": quiescence,
+        "games": n,
+        "won": w,
+        "drawn": d,
+        "lost": lost,
+        "unfinished": u,
+        "score": score,
+        "ci95": [lo, hi],
+    }
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ import pytest
 from pipeline.lubeck_grid import (
     Cell,
     GridConfig,
+    GridResult,
     StartPosition,
     Task,
     cell_result,
@@ -154,6 +155,29 @@ def test_cell_scores_and_elo_with_intervals():
     assert elo_difference(0.75) == pytest.approx(190.85, abs=0.01)
     assert elo_difference(1.0) == math.inf and elo_difference(0.0) == -math.inf
     assert math.isclose(elo_difference(0.25), -elo_difference(0.75))
+
+
+@pytest.mark.parametrize("quiescence", [0, 2])
+def test_a_grid_says_in_its_results_and_report_whether_captures_were_resolved(quiescence):
+    cfg = GridConfig(depths=(1,), seconds=(1.0,), kinds=("quiet",), positions=1, quiescence=quiescence)
+    task = Task(Cell("quiet", 1, 1.0), _start(), 10**6, 10**6, 2, "twin", quiescence)
+    results = play_tasks([task], MaterialTwin, workers=1)
+    games = [g for r in results for g in r.games]
+    for g in games:  # unfinished after 2 plies: adjudicated, as run_grid would
+        g.result = "1/2-1/2"
+    grid = GridResult(
+        "twin", [cell_result(task.cell, results, "twin")], {"quiet": [task.start]}, {}, False, cfg, games, 1.0
+    )
+    rows = grid.rows("twin")
+    suites = {r[1] for r in rows}
+    if quiescence:
+        assert suites == {"lubeck_grid/quiet/depth1/1s/captures2"}
+        assert "then up to 2 plies of captures" in rows[0][5]
+        assert "then resolve up to 2 plies of captures beyond it" in grid.report_md()
+    else:
+        assert suites == {"lubeck_grid/quiet/depth1/1s"}
+        assert "captures" not in rows[0][5]
+        assert "a leaf at its face value (no capture search)" in grid.report_md()
 
 
 @pytest.mark.slow

@@ -141,13 +141,37 @@ def test_alpha_beta_scores_equal_plain_minimax(depth):
         assert got == pytest.approx(_minimax(fresh, depth, ev)), fresh.fen()
 
 
-@pytest.mark.parametrize("depth", [1, 2])
-def test_a_capture_search_scores_equal_every_capture_line_searched_out(depth):
+@pytest.mark.parametrize(("depth", "captures"), [(1, 3), (2, 2)])
+def test_a_capture_search_scores_equal_every_capture_line_searched_out(depth, captures):
     ev = MaterialEvaluator()
     for board in _positions(8, seed=10 + depth):
         fresh = chess.Board(board.fen())
-        got = AlphaBeta(ev, depth=depth, quiescence=3).search(fresh).score
-        assert got == pytest.approx(_minimax(fresh, depth, ev, captures=3)), fresh.fen()
+        got = AlphaBeta(ev, depth=depth, quiescence=captures).search(fresh)
+        assert got.score == pytest.approx(_minimax(fresh, depth, ev, captures=captures)), fresh.fen()
+        # the move played is worth its score, not just bounded by it (a capture that fails low
+        # at the best score so far is no better than it)
+        chosen = _after(fresh, got.move, depth - 1, ev, 0, captures, fresh.is_capture(got.move))
+        assert chosen == pytest.approx(got.score), fresh.fen()
+
+
+def test_a_capture_search_plays_the_move_worth_its_score_when_a_capture_ties_at_the_bound():
+    # Found by a review over random positions: a3d6 fails low at exactly the best quiet score,
+    # and is worth 30 cp less (-311.25, the reference); d2e4 and others are worth -281.25.
+    board = chess.Board("4kb1r/r1p2p1n/p1nq4/3p2p1/3p1N1B/Q5PP/PPPNbP2/2R2RK1 w - - 0 23")
+    ev = MaterialEvaluator()
+    got = AlphaBeta(ev, depth=1, quiescence=3).search(board)
+    assert got.score == pytest.approx(_minimax(board, 1, ev, captures=3)) == pytest.approx(-281.25)
+    assert got.move != chess.Move.from_uci("a3d6")
+    assert _after(board, got.move, 0, ev, 0, 3, board.is_capture(got.move)) == pytest.approx(-281.25)
+
+
+def test_a_mate_inside_the_capture_search_is_scored_by_its_plies():
+    # Rxb8 (a capture) and the capture search finds the mate two plies later: mate in 3 plies.
+    board = chess.Board("Rn2kbnr/1p2p1p1/4b2p/4N3/7P/2P5/1P1PPPP1/2BK1B1R w - - 3 15")
+    ev = MaterialEvaluator()
+    got = AlphaBeta(ev, depth=1, quiescence=3).search(board)
+    assert (got.move, got.score) == (chess.Move.from_uci("a8b8"), MATE - 3)
+    assert _minimax(board, 1, ev, captures=3) == MATE - 3
 
 
 def test_a_capture_search_sees_the_recapture_a_plain_leaf_does_not():
@@ -163,16 +187,26 @@ def test_a_capture_search_sees_the_recapture_a_plain_leaf_does_not():
     assert "plies of captures" in AlphaBeta(MaterialEvaluator(), depth=1, quiescence=1).name
 
 
-def test_a_capture_search_keeps_a_node_budget_and_does_not_take_a_check_as_safe():
-    # Bxf7+ Kxf7 loses the bishop for a pawn: a capture search that let the checked side stand
-    # on the evaluator's score would count the pawn and not the recapture.
-    board = chess.Board("r1bqkb1r/pppp1ppp/2n2n2/4p3/2B1P3/5N2/PPPP1PPP/RNBQK2R w KQkq - 4 4")
-    for budget in (50, 400, 3000):
+def test_depth_one_finishes_its_capture_search_whatever_the_budget():
+    # A budget smaller than the root's moves: depth 1 still resolves Qxd5 cxd5 and keeps the queen.
+    board = chess.Board("4k3/8/2p5/3p4/8/8/8/3QK3 w - - 0 1")
+    for budget in (1, 10):
         result = AlphaBeta(MaterialEvaluator(), nodes=budget, max_depth=6, quiescence=4).search(board)
-        # over the budget by at most a frontier's one batch of children, as without it (218: the
-        # most legal moves of any position)
-        assert result.nodes <= budget + 1 + 218
-        assert result.move != chess.Move.from_uci("c4f7")
+        assert result.depth == 1 and result.move != chess.Move.from_uci("d1d5") and result.score > 500
+
+
+def test_later_iterations_keep_the_node_budget_inside_the_capture_search():
+    board = chess.Board("r1bqkb1r/pppp1ppp/2n2n2/4p3/2B1P3/5N2/PPPP1PPP/RNBQK2R w KQkq - 4 4")
+    widest = 0  # the most children one depth-1 node of the second iteration scores in a batch
+    for move in list(board.legal_moves):
+        board.push(move)
+        widest = max(widest, len(list(board.legal_moves)))
+        board.pop()
+    for budget in (150, 400, 1000):
+        result = AlphaBeta(MaterialEvaluator(), nodes=budget, max_depth=6, quiescence=4).search(board)
+        # past the budget by at most the node that crossed it and one batch of children
+        assert result.nodes <= budget + 1 + widest, budget
+        assert result.depth >= 1 and board.is_legal(result.move)
 
 
 def test_a_negative_capture_search_is_refused():
