@@ -357,9 +357,12 @@ class AlphaBeta:
                     boards.append(board.copy(stack=False))
             board.pop()
         if boards:
-            values = np.clip(np.asarray(self.evaluator.evaluate(boards), dtype=np.float64), -EVAL_CLIP, EVAL_CLIP)
-            scores[pending] = -values
+            scores[pending] = -self._evaluate(boards)
         return scores, pending
+
+    def _evaluate(self, boards: list[chess.Board]) -> np.ndarray:
+        """The evaluator's scores (side to move's view), clipped below the mate scores."""
+        return np.clip(np.asarray(self.evaluator.evaluate(boards), dtype=np.float64), -EVAL_CLIP, EVAL_CLIP)
 
     def _ordered(self, board: chess.Board, moves: list[chess.Move], first: chess.Move | None) -> list[chess.Move]:
         score, _ = self._scored_children(board, moves, 0, frontier=False)
@@ -370,12 +373,13 @@ class AlphaBeta:
             out.insert(0, first)
         return out
 
-    def _spent(self) -> bool:
-        return self.nodes > self._node_limit or (self.nodes & 255 == 0 and time.monotonic() > self._deadline)
-
     def _count_node(self) -> None:
+        """One more node; past the budget, the iteration ends (_Timeout), but never the first: depth
+        1 always finishes, its capture search included."""
         self.nodes += 1
-        if self._spent():
+        if self._finishing:
+            return
+        if self.nodes > self._node_limit or (self.nodes & 255 == 0 and time.monotonic() > self._deadline):
             raise _Timeout
 
     def _negamax(self, board: chess.Board, depth: int, alpha: float, beta: float, ply: int) -> float:
@@ -460,23 +464,18 @@ class AlphaBeta:
             best, alpha = stand, max(alpha, stand)
             moves = sorted(
                 board.generate_legal_captures(),
-                key=lambda m: (-_victim_order(board, m), _PIECE_ORDER[board.piece_type_at(m.from_square)]),
+                key=lambda m: (-_victim(board, m), board.piece_type_at(m.from_square)),
             )
         for move in moves:
             board.push(move)
             try:
-                self.nodes += 1
-                if not self._finishing and self._spent():
-                    raise _Timeout
+                self._count_node()
                 over = _game_over_score(board, ply + 1)
                 if over is not None:
                     score = -over
                 else:
                     # a position in check with plies left does not stand: its score is not needed
-                    unused = plies > 1 and board.is_check()
-                    child = (
-                        0.0 if unused else float(np.clip(self.evaluator.evaluate([board])[0], -EVAL_CLIP, EVAL_CLIP))
-                    )
+                    child = 0.0 if plies > 1 and board.is_check() else float(self._evaluate([board])[0])
                     score = -self._capture_search(board, -beta, -alpha, ply + 1, plies - 1, child)
             finally:
                 board.pop()
@@ -488,12 +487,10 @@ class AlphaBeta:
         return best
 
 
-_PIECE_ORDER = {chess.PAWN: 1, chess.KNIGHT: 2, chess.BISHOP: 3, chess.ROOK: 4, chess.QUEEN: 5, chess.KING: 6}
-
-
-def _victim_order(board: chess.Board, move: chess.Move) -> int:
-    """The captured piece's order (an en passant capture takes a pawn)."""
-    return _PIECE_ORDER[board.piece_type_at(move.to_square) or chess.PAWN]
+def _victim(board: chess.Board, move: chess.Move) -> chess.PieceType:
+    """The piece a capture takes (an en passant capture takes a pawn); python-chess numbers the
+    piece types from pawn (1) to king (6), the order most valuable victim first sorts by."""
+    return board.piece_type_at(move.to_square) or chess.PAWN
 
 
 def _to_tt(score: float, ply: int) -> float:
