@@ -187,6 +187,8 @@ def main() -> None:
     p.add_argument("--openings", type=int, default=20, help="Sabatelli's openings played, each twice")
     p.add_argument("--quiescence", type=int, default=0, help="plies of captures both sides search beyond the depth")
     a = p.parse_args()
+    if a.quiescence < 0:  # before the fit, not minutes later at the match
+        p.error(f"--quiescence is 0 (none) or plies of captures, got {a.quiescence}")
     torch.set_num_threads(1)
     t0 = time.monotonic()
     train, val, test = (load(f"{a.data}/{s}.parquet") for s in ("train", "val", "test"))

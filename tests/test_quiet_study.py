@@ -3,6 +3,8 @@ calls quiet (hand-checked positions)."""
 
 import importlib.util
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import chess
@@ -39,3 +41,16 @@ def test_quiet_means_no_check_and_no_capture():
     assert not study.quiet(chess.Board("rnbqkbnr/ppp1pppp/8/3p4/4P3/8/PPPP1PPP/RNBQKBNR w KQkq d6 0 2"))  # exd5
     assert not study.quiet(chess.Board("rnbqkbnr/ppppp2p/5p2/6pQ/4P3/8/PPPP1PPP/RNB1KBNR b KQkq - 1 3"))  # check
     assert study.quiet(chess.Board("4k3/8/8/8/8/8/4P3/4K3 w - - 0 1"))
+
+
+def test_a_negative_capture_search_is_refused_in_one_line_before_any_data_is_read(tmp_path):
+    script = Path(__file__).parents[1] / "scripts" / "quiet_study.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--data", str(tmp_path / "absent"), "--quiescence", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines()[-1].endswith("error: --quiescence is 0 (none) or plies of captures, got -1")
+    assert "Traceback" not in done.stderr
