@@ -195,6 +195,28 @@ def make_bucket(endpoint: str) -> None:
     ).create_bucket(Bucket=BUCKET)
 
 
+def migrate_instance(env: Mapping[str, str], logdir: Path) -> None:
+    """`dagster instance migrate` once, before any worker or run loads the instance: on an empty
+    database it creates the instance's tables. Without it, the first processes to load the
+    instance create them themselves, and several at once (workers started together) race: one
+    fails with "type \"runs\" already exists" (psycopg2's DuplicateObject) and exits. Running
+    it again on a migrated database changes nothing."""
+    logdir.mkdir(parents=True, exist_ok=True)
+    log = logdir / "instance-migrate.log"
+    with open(log, "wb") as out:
+        done = subprocess.run(
+            [str(BIN / "dagster"), "instance", "migrate"],
+            env=dict(env),
+            cwd=logdir,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    if done.returncode:
+        tail = log.read_text(errors="replace").splitlines()[-15:]
+        raise ClusterTestFailed(f"dagster instance migrate exited with status {done.returncode}:\n" + "\n".join(tail))
+
+
 # --- workers --------------------------------------------------------------------------------
 
 
@@ -332,6 +354,7 @@ def cluster(
             if use_s3:
                 make_bucket(s3_endpoint)
             c.env = cluster_env(tmp, pg, broker, c.s3_endpoint)
+            migrate_instance(c.env, c.logdir)
             if start_workers:
                 c.start_workers(workers)
             yield c

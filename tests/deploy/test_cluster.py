@@ -237,3 +237,44 @@ def test_servers_stop_by_pid_and_name_what_to_install(tmp_path, monkeypatch, ser
     monkeypatch.setattr(srv.Path, "exists", lambda self: False)
     with pytest.raises(ServerMissing, match="apt-get install -y redis-server"):
         srv.redis_binary()
+
+
+_LOAD_AT_ONCE = """
+import os, sys, time
+import dagster as dg
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.005)
+dg.DagsterInstance.get().dispose()
+"""
+
+
+def test_the_instance_has_its_tables_before_any_worker_so_workers_started_together_cannot_race(tmp_path, servers):
+    """Workers started together on an empty Postgres each created the instance's tables on
+    their first load, and one exited ("type "runs" already exists": psycopg2's DuplicateObject;
+    seen in CI). cluster() migrates the instance before it starts a worker: the tables exist
+    then, and processes loading the instance at the same moment all succeed."""
+    import psycopg2
+
+    with ct.cluster(tmp_path, start_workers=False) as c:
+        pg = c.pg
+        with psycopg2.connect(host=pg.host, port=pg.port, user=pg.user, password=pg.password, dbname=pg.db) as conn:
+            with conn.cursor() as cur:
+                cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+                tables = {row[0] for row in cur.fetchall()}
+        assert {"runs", "event_logs", "jobs", "snapshots"} <= tables, sorted(tables)
+        go = tmp_path / "go"
+        loads = [
+            subprocess.Popen(
+                [str(ct.BIN / "python"), "-c", _LOAD_AT_ONCE, str(go)],
+                env=c.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for _ in range(4)
+        ]
+        time.sleep(8)  # every process past its imports, waiting on the file
+        go.touch()
+        for proc in loads:
+            out = proc.communicate(timeout=120)[0]
+            assert proc.returncode == 0, out[-2000:]
