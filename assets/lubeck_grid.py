@@ -5,6 +5,11 @@ search depth x seconds a move (scaled to this machine as node budgets) x quiet /
 positions. Writes reports/lubeck_grid.md and reports/lubeck_grid.png in the store, the games as
 PGN under matches/lubeck_grid/, and per cell the network's score and Elo difference into
 evaluation_results (suite lubeck_grid/<kind>/depth<d>/<t>s).
+
+With `challenger: stockfish_static` it plays Stockfish's own static evaluation instead of the
+network (no checkpoint needed), the reference of a better but slower evaluation: its report is
+reports/lubeck_grid_stockfish_static.md (and .png), its rows are under model stockfish_static,
+so the network's report and rows stay as they were.
 """
 
 import functools
@@ -43,6 +48,7 @@ def lubeck_grid(
     from pipeline.lubeck_grid import candidate_fens, pick_positions, run_grid
     from pipeline.matches import write_pgn
     from pipeline.plots import lubeck_grid_png
+    from pipeline.stockfish_eval import StockfishStaticEvaluator
     from training.evaluator import load_evaluator
 
     st = store.get()
@@ -50,7 +56,13 @@ def lubeck_grid(
         cfg = config.to_dataclass(GridConfig)
     except ValueError as e:
         raise dg.Failure(str(e)) from None
-    ck = checkpoint_of(context, MODEL)
+    if cfg.challenger == "network":
+        name, stem = MODEL, "lubeck_grid"
+        factory = functools.partial(load_evaluator, checkpoint_of(context, MODEL), MODEL)
+    else:
+        name = StockfishStaticEvaluator.name
+        factory = functools.partial(StockfishStaticEvaluator, stockfish.binary())
+        stem = f"lubeck_grid_{name}"
     start = time.monotonic()
     with memory_connection(st) as con:
         fens = candidate_fens(con, cfg)
@@ -63,8 +75,8 @@ def lubeck_grid(
     progress = run_progress(context, "start positions played")
     try:
         result = run_grid(
-            MODEL,
-            functools.partial(load_evaluator, ck, MODEL),
+            name,
+            factory,
             starts,
             stockfish.pool,
             cfg,
@@ -76,15 +88,15 @@ def lubeck_grid(
     run_id = context.run.run_id
     pgn = st.root / "matches" / "lubeck_grid" / f"{run_id}.pgn"
     write_pgn(result.games, pgn)
-    write_results(st, "lubeck_grid", run_id, result.rows(MODEL))
+    write_results(st, "lubeck_grid", run_id, result.rows(name))
     png = lubeck_grid_png(
         [(c.cell.kind, c.cell.depth, c.cell.seconds, c.score, c.score_low, c.score_high) for c in result.cells],
-        f"{MODEL} vs material_pst in the same search ({len(result.games)} games)",
+        f"{name} vs material_pst in the same search ({len(result.games)} games)",
     )
     folder = st.root / "reports"
-    write_png(folder / "lubeck_grid.png", png)
-    text = result.report_md() + "\n![score per cell](lubeck_grid.png)\n"
-    path = folder / "lubeck_grid.md"
+    write_png(folder / f"{stem}.png", png)
+    text = result.report_md() + f"\n![score per cell]({stem}.png)\n"
+    path = folder / f"{stem}.md"
     with atomic_path(path) as tmp:
         tmp.write_text(text)
     return dg.MaterializeResult(

@@ -23,6 +23,10 @@ quiet against tactical starting positions) and never fills it in. Here a cell is
   is adjudicated by Stockfish at `adjudicate_depth` (beyond +/-`adjudicate_cp` a win, else a
   draw).
 
+The challenger is the network, or (GridConfig.challenger) Stockfish's own static evaluation: a
+far better evaluation than the traditional one and a slower one, the reference that shows where
+a better evaluation stops paying for itself; "the network" below stands for either.
+
 Per cell: the network's score with a 95% interval (Wilson's, on the score as a proportion of
 games: with draws it is a little wider than needed) and the Elo difference with its interval
 (the logistic transform of the score and of both ends of its interval).
@@ -42,12 +46,13 @@ import numpy as np
 from pipeline.duck import load_sql
 from pipeline.engine import EnginePool, Limit
 from pipeline.matches import GameResult, play_game, wilson_interval
-from pipeline.parallel import ordered_map, resolve_workers
+from pipeline.parallel import close, ordered_map, resolve_workers
 from pipeline.search import AlphaBeta, Evaluator, MaterialEvaluator, SearchPlayer
 from pipeline.suites import engine_evaluations
 
 StartKind = Literal["quiet", "tactical"]
 START_KINDS: tuple[str, ...] = get_args(StartKind)
+Challenger = Literal["network", "stockfish_static"]
 GRID_ANCHOR = "Lubeck: network with search vs the traditional evaluation, per depth, time and start kind"
 GRID_SUITE = "lubeck_grid/"
 """The start of a grid cell's suite in evaluation_results: lubeck_grid/<kind>/depth<d>/<t>s, and
@@ -56,6 +61,11 @@ GRID_SUITE = "lubeck_grid/"
 
 @dataclass(frozen=True)
 class GridConfig:
+    challenger: Challenger = "network"
+    """The evaluation played against the traditional one: the W/D/L network (lubeck_wdl_mlp's
+    checkpoint), or Stockfish's own static evaluation (its `eval`, pipeline.stockfish_eval: far
+    better than material and tables, and slower here), the reference of a better but slower
+    evaluation."""
     depths: tuple[int, ...] = (2, 4, 6)
     """Search depths (plies): the most each player searches in a cell (Lubeck: 2, 4, 6)."""
     seconds: tuple[float, ...] = (1.0, 2.0, 5.0)
@@ -103,6 +113,8 @@ class GridConfig:
 
     def __post_init__(self) -> None:
         problems = []
+        if self.challenger not in get_args(Challenger):
+            problems.append(f"challenger must be one of {', '.join(get_args(Challenger))}, got {self.challenger!r}")
         if not self.depths or min(self.depths) < 1:
             problems.append(f"depths must be one or more plies of at least 1, got {list(self.depths)}")
         if not self.seconds or min(self.seconds) <= 0:
@@ -226,16 +238,24 @@ def node_budget(seconds: float, nps: float, time_scale: float) -> int:
     return max(1, round(seconds * time_scale * nps))
 
 
+def cpu_seconds(evaluator: Evaluator) -> float:
+    """CPU seconds of this process and of the evaluator's own engine process, if it has one
+    (StockfishStaticEvaluator.cpu_seconds): what a search with it has cost so far."""
+    own = getattr(evaluator, "cpu_seconds", None)
+    return time.process_time() + (own() if own else 0.0)
+
+
 def calibrate(evaluator: Evaluator, boards: Sequence[chess.Board], depth: int, quiescence: int = 0) -> float:
     """Nodes per second of CPU time of `evaluator`'s search (AlphaBeta to `depth`, with
     `quiescence` plies of captures) over boards: the speed a time budget is scaled by. CPU time
-    of this process, so a loaded machine slows it less than a wall clock would."""
+    (this process's and the evaluator's engine's), so a loaded machine slows it less than a
+    wall clock would."""
     nodes, spent = 0, 0.0
     for board in boards:
         search = AlphaBeta(evaluator, depth=depth, quiescence=quiescence)
-        t = time.process_time()
+        t = cpu_seconds(evaluator)
         nodes += search.search(board).nodes
-        spent += time.process_time() - t
+        spent += cpu_seconds(evaluator) - t
     return nodes / max(spent, 1e-9)
 
 
@@ -289,7 +309,7 @@ class TaskResult:
     material: list[list[tuple[int, int]]]
     """Per game, the traditional evaluation's searches."""
     seconds: float
-    """CPU seconds the two games took."""
+    """CPU seconds the two games took (the challenger's engine's included)."""
 
     def depths(self, side: str) -> list[int]:
         return [d for game in getattr(self, side) for d, _ in game]
@@ -301,7 +321,7 @@ def play_task(task: Task, network: Evaluator) -> TaskResult:
     start, the evaluators and the budgets."""
     cell, d = task.cell, task.cell.depth
     games, net_searches, mat_searches = [], [], []
-    t = time.process_time()
+    t = cpu_seconds(network)
     for j in range(2):
         n = RecordingPlayer(
             AlphaBeta(network, nodes=task.network_nodes, max_depth=d, quiescence=task.quiescence),
@@ -326,7 +346,7 @@ def play_task(task: Task, network: Evaluator) -> TaskResult:
         )
         net_searches.append(list(zip(n.depths, n.nodes)))
         mat_searches.append(list(zip(m.depths, m.nodes)))
-    return TaskResult(task, games, net_searches, mat_searches, time.process_time() - t)
+    return TaskResult(task, games, net_searches, mat_searches, cpu_seconds(network) - t)
 
 
 def play_tasks(
@@ -465,7 +485,7 @@ class GridResult:
             )
             budgets = (
                 f"vs material_pst; budgets {c.network_nodes} / {c.material_nodes} nodes a move "
-                f"(network / traditional), depth reached {c.network_depth:.1f} / {c.material_depth:.1f}"
+                f"({self.network} / traditional), depth reached {c.network_depth:.1f} / {c.material_depth:.1f}"
                 + (f", then up to {q} plies of captures" if q else "")
             )
             out.append(
@@ -494,8 +514,8 @@ class GridResult:
 
     def table_md(self) -> str:
         lines = [
-            "| start | depth | Lubeck s/move | nodes/move net / trad | depth reached net / trad | games | "
-            "+ = - (adj.) | score (95% CI) | Elo diff (95% CI) |",
+            f"| start | depth | Lubeck s/move | nodes/move {self.network} / trad | "
+            f"depth reached {self.network} / trad | games | + = - (adj.) | score (95% CI) | Elo diff (95% CI) |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for c in self.cells:
@@ -532,7 +552,7 @@ class GridResult:
             + ", ".join(f"{k} {v:,.0f}" for k, v in self.nps.items())
             + f"). Each start position is played twice, colours swapped; games unfinished after "
             f"{cfg.max_plies} plies are adjudicated by Stockfish depth {cfg.adjudicate_depth} "
-            f"(beyond +/-{cfg.adjudicate_cp} cp a win, else a draw). Score: the network's points per game, "
+            f"(beyond +/-{cfg.adjudicate_cp} cp a win, else a draw). Score: {self.network}'s points per game, "
             f"95% Wilson interval; Elo difference from the score and its interval's ends.\n\n"
             f"Start positions from the store's games (plies {cfg.min_ply}-{cfg.max_ply}, seed {cfg.seed}): "
             f"quiet when Stockfish's static evaluation and its depth-{cfg.probe_depth} search differ by at most "
@@ -580,7 +600,11 @@ def run_grid(
         if not cfg.material_nps:
             nps[MaterialEvaluator.name] = calibrate(MaterialEvaluator(), boards, cfg.calibration_depth, cfg.quiescence)
         if not cfg.network_nps:
-            nps[network_name] = calibrate(network_factory(), boards, cfg.calibration_depth, cfg.quiescence)
+            network = network_factory()
+            try:
+                nps[network_name] = calibrate(network, boards, cfg.calibration_depth, cfg.quiescence)
+            finally:
+                close(network)
         log("nodes/s of each search here: " + ", ".join(f"{k} {v:,.0f}" for k, v in nps.items()))
     cells = grid_cells(cfg)
     tasks = [

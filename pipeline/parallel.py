@@ -81,6 +81,14 @@ def _call(fn: Callable[[Any, Any], Any], task: Any) -> Any:
     return fn(task, _STATE["value"])
 
 
+def close(state: Any) -> None:
+    """A setup's state closed, where it has a close() (an evaluator that runs an engine process:
+    pipeline.stockfish_eval). In a worker process the process's exit ends such an engine (it
+    reads the end of its input as `quit`)."""
+    if callable(getattr(state, "close", None)):
+        state.close()
+
+
 def ordered_map(
     fn: Callable[[T, Any], R],
     tasks: Sequence[T],
@@ -100,10 +108,13 @@ def ordered_map(
     out: list[Any] = [None] * total
     if n == 1:
         state = setup(*setup_args)
-        for i, task in enumerate(tasks):
-            out[i] = fn(task, state)
-            if progress:
-                progress(i + 1, total)
+        try:
+            for i, task in enumerate(tasks):
+                out[i] = fn(task, state)
+                if progress:
+                    progress(i + 1, total)
+        finally:
+            close(state)
         return out
     ex = ProcessPoolExecutor(
         n,

@@ -2,7 +2,6 @@
 Stockfish, a real Dagster instance), and its start positions checked by direct engine calls."""
 
 import re
-import subprocess
 
 import chess
 import chess.engine
@@ -14,6 +13,7 @@ from assets.resources import StockfishResource, StoreResource
 from pipeline.duck import memory_connection
 from pipeline.lubeck_grid import GridConfig, node_budget
 from pipeline.store import Store
+from tests.engines import static_cp
 from tests.stores import add_pgn, first_games, lubeck_checkpoint
 
 TINY = {
@@ -100,15 +100,6 @@ def test_each_cell_plays_the_node_budgets_its_time_buys(grid_run):
         assert abs(int(trad) - node_budget(seconds, nps["material_pst"], TINY["time_scale"])) <= 1
 
 
-def _static_cp(stockfish: str, fen: str) -> int:
-    """Stockfish's `eval` (White's view) straight from the engine."""
-    out = subprocess.run(
-        [stockfish], input=f"position fen {fen}\neval\nquit\n", capture_output=True, text=True, timeout=30
-    ).stdout
-    line = next(x for x in out.splitlines() if x.startswith("Final evaluation"))
-    return round(float(line.split()[2]) * 100)
-
-
 def test_quiet_and_tactical_starts_meet_their_definition(grid_run, stockfish):
     """The start positions the asset played (its report's table) checked with the engine directly:
     python-chess's own UCI client for the search, Stockfish's `eval` for the static evaluation."""
@@ -130,12 +121,47 @@ def test_quiet_and_tactical_starts_meet_their_definition(grid_run, stockfish):
                 assert not board.is_check()
                 search = engine.analyse(board, chess.engine.Limit(depth=cfg.probe_depth), game=object())
                 search_cp = search["score"].white().score()
-                static_cp = _static_cp(stockfish, fen)
+                static = static_cp(stockfish, fen)
                 assert search_cp is not None and abs(search_cp) <= cfg.max_eval_cp
-                gap = abs(static_cp - search_cp)
+                gap = abs(static - search_cp)
                 if kind == "quiet":
-                    assert gap <= cfg.quiet_max_gap_cp, (fen, static_cp, search_cp)
+                    assert gap <= cfg.quiet_max_gap_cp, (fen, static, search_cp)
                 else:
-                    assert gap >= cfg.tactical_min_gap_cp, (fen, static_cp, search_cp)
+                    assert gap >= cfg.tactical_min_gap_cp, (fen, static, search_cp)
     finally:
         engine.quit()
+
+
+def test_stockfish_as_the_challenger_needs_no_checkpoint_and_leaves_the_networks_report(tmp_path, stockfish, fics_2022):
+    """challenger: stockfish_static plays Stockfish's own static evaluation against the
+    traditional one: no model materialised, its rows under its own name, its own report; the
+    network's report stays as it was."""
+    store = Store(tmp_path / "store").ensure()
+    add_pgn(store, tmp_path, "games.pgn", first_games(fics_2022, 60, tmp_path / "src.pgn"))
+    networks = store.root / "reports" / "lubeck_grid.md"
+    networks.parent.mkdir(parents=True, exist_ok=True)
+    networks.write_text("the network's report\n")
+    config = {**TINY, "depths": [1], "seconds": [1.0], "challenger": "stockfish_static"}
+    resources = {"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(workers=2)}
+    with dg.instance_for_test() as instance:
+        result = dg.materialize(
+            [lubeck_grid],
+            instance=instance,
+            resources=resources,
+            run_config={"ops": {"lubeck_grid": {"config": config}}},
+        )
+    assert result.success
+    with memory_connection(store) as con:
+        rows = con.sql("SELECT DISTINCT model, suite FROM evaluation_results WHERE asset = 'lubeck_grid'").fetchall()
+    assert sorted(rows) == [
+        ("stockfish_static", "lubeck_grid/quiet/depth1/1s"),
+        ("stockfish_static", "lubeck_grid/tactical/depth1/1s"),
+    ]
+    report = (store.root / "reports" / "lubeck_grid_stockfish_static.md").read_text()
+    assert report.startswith("# Lubeck's experiment grid: stockfish_static against the traditional evaluation")
+    assert "![score per cell](lubeck_grid_stockfish_static.png)" in report
+    assert (store.root / "reports" / "lubeck_grid_stockfish_static.png").read_bytes()[:4] == b"\x89PNG"
+    assert networks.read_text() == "the network's report\n"
+    nps = result.asset_materializations_for_node("lubeck_grid")[0].metadata["nodes_per_second"].value
+    assert set(nps) == {"material_pst", "stockfish_static"}
+    assert nps["stockfish_static"] < nps["material_pst"]  # an engine round trip a position

@@ -1,0 +1,86 @@
+"""Stockfish's own static evaluation as a search's evaluator (pipeline.search.Evaluator).
+
+Stockfish 15.1's `eval` command prints the evaluation its search calls at a leaf (NNUE blended
+with the classical term, "Final evaluation", in pawns, White's view): a far better evaluation
+than material and piece-square tables, and a slower one here, since every position goes to the
+engine process over a pipe and comes back with the whole evaluation trace. Lubeck's grid plays
+it against the traditional evaluation as the reference of a better but slower evaluation
+(GridConfig.challenger), so the grid shows where such an evaluation stops paying for itself.
+
+A position in check has no static evaluation in Stockfish (`Final evaluation: none (in
+check)`); the search asks for one only at its last ply (the capture search resolves a check
+while it has plies left), and there this evaluator answers with the traditional evaluation
+(MaterialEvaluator) and counts it (`in_check`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import chess
+import numpy as np
+
+from pipeline.engine import EngineError, UciEngine, find_stockfish
+from pipeline.search import MaterialEvaluator
+
+EVAL_TIMEOUT_S = 30.0
+"""The longest one batch's evaluations may take before the engine counts as hung."""
+BATCH = 256
+"""Positions sent at once: their commands (about 90 bytes each) stay well inside the pipe's
+buffer, so writing them never waits on the engine, which may be waiting on us to read."""
+
+
+class StockfishStaticEvaluator:
+    """Scores from Stockfish's `eval` (side to move's view, centipawns), one engine process
+    (one thread) per evaluator; the traditional evaluation for a position in check."""
+
+    name = "stockfish_static"
+
+    def __init__(self, binary: str | None = None):
+        self.engine = UciEngine(find_stockfish(binary)).start()
+        self.fallback = MaterialEvaluator()
+        self.in_check = 0
+        """Positions in check answered by the traditional evaluation."""
+        self.evaluated = 0
+        """Positions answered by Stockfish."""
+
+    def evaluate(self, boards: Sequence[chess.Board]) -> np.ndarray:
+        out = np.zeros(len(boards), dtype=np.float32)
+        checked = [i for i, b in enumerate(boards) if b.is_check()]
+        if checked:
+            out[checked] = self.fallback.evaluate([boards[i] for i in checked])
+            self.in_check += len(checked)
+        asked = [i for i, b in enumerate(boards) if not b.is_check()]
+        for at in range(0, len(asked), BATCH):
+            part = asked[at : at + BATCH]
+            white = self._white_cp([boards[i] for i in part])
+            out[part] = [w if boards[i].turn == chess.WHITE else -w for i, w in zip(part, white)]
+        self.evaluated += len(asked)
+        return out
+
+    def _white_cp(self, boards: Sequence[chess.Board]) -> list[float]:
+        self.engine.send(b"".join(f"position fen {b.fen()}\neval\n".encode() for b in boards) + b"isready\n")
+        lines = [
+            line for line in self.engine.lines_until(b"readyok", EVAL_TIMEOUT_S) if line.startswith(b"Final evaluation")
+        ]
+        if len(lines) != len(boards):
+            raise EngineError(f"{len(lines)} evaluations from Stockfish for {len(boards)} positions")
+        white = []
+        for line in lines:  # "Final evaluation       +0.25 (white side) [with scaled NNUE, ...]"
+            try:
+                white.append(float(line.split()[2]) * 100.0)
+            except (IndexError, ValueError):
+                text = line.decode(errors="replace")
+                raise EngineError(f"Stockfish's evaluation is not a number: {text!r}") from None
+        return white
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the engine process has used (user + system): its share of a search's cost,
+        which this process's own CPU time does not count."""
+        with open(f"/proc/{self.engine.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+    def close(self) -> None:
+        self.engine.close()
