@@ -105,7 +105,7 @@ class GridConfig:
     material_nps: float = 0.0
     """Nodes/s of the traditional evaluation's search on this machine; 0: measured at the start."""
     network_nps: float = 0.0
-    """Nodes/s of the network's search on this machine; 0: measured at the start."""
+    """Nodes/s of the challenger's search (the network's or Stockfish's) on this machine; 0: measured at the start."""
     calibration_depth: int = 3
     """Depth of the searches (on the start positions) that measure each evaluator's nodes/s."""
     workers: int = 2
