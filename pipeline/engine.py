@@ -585,8 +585,7 @@ class _SearchState:
         (the output was malformed or incomplete: a failed try)."""
         try:
             if self.static is not None:
-                pawns = float(self.static.split()[2])  # "Final evaluation  +0.25 (white side) ..."
-                return {"static_white_cp": round(pawns * 100)}
+                return {"static_white_cp": round(final_evaluation_pawns(self.static) * 100)}
             if self.static_none is not None:
                 return {"error": "in check: Stockfish gives no static evaluation"}
             if search and self.best is None:
@@ -601,6 +600,13 @@ class _SearchState:
             return info
         except (ValueError, IndexError) as e:
             return {"bad": str(e) if isinstance(e, MalformedOutput) else f"malformed engine output ({e})"}
+
+
+def final_evaluation_pawns(line: bytes) -> float:
+    """Stockfish's static evaluation in pawns, White's view, from the line of its `eval` output
+    `Final evaluation       +0.25 (white side) [with scaled NNUE, hybrid, ...]`; ValueError or
+    IndexError when the line has no number there."""
+    return float(line.split()[2])
 
 
 @dataclass

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import chess
 import numpy as np
 
-from pipeline.engine import EngineError, UciEngine, find_stockfish
+from pipeline.engine import EngineError, UciEngine, final_evaluation_pawns, find_stockfish
 from pipeline.search import MaterialEvaluator
 
 EVAL_TIMEOUT_S = 30.0
@@ -67,9 +67,9 @@ class StockfishStaticEvaluator:
         if len(lines) != len(boards):
             raise EngineError(f"{len(lines)} evaluations from Stockfish for {len(boards)} positions")
         white = []
-        for line in lines:  # "Final evaluation       +0.25 (white side) [with scaled NNUE, ...]"
+        for line in lines:
             try:
-                white.append(float(line.split()[2]) * 100.0)
+                white.append(final_evaluation_pawns(line) * 100.0)
             except (IndexError, ValueError):
                 text = line.decode(errors="replace")
                 raise EngineError(f"Stockfish's evaluation is not a number: {text!r}") from None
