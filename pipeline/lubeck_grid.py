@@ -285,8 +285,10 @@ class Cell:
         return f"{self.kind} depth {self.depth} {self.seconds:g}s"
 
 
-def player_name(evaluator: str, cell: Cell) -> str:
-    return f"{evaluator} depth {cell.depth} {cell.seconds:g}s"
+def player_name(evaluator: str, cell: Cell, quiescence: int = 0) -> str:
+    """A player's name in the games' PGN headers: its evaluator, the cell, and the capture
+    search when there is one."""
+    return f"{evaluator} depth {cell.depth} {cell.seconds:g}s" + (f" captures {quiescence}" if quiescence else "")
 
 
 @dataclass(frozen=True)
@@ -325,11 +327,11 @@ def play_task(task: Task, network: Evaluator) -> TaskResult:
     for j in range(2):
         n = RecordingPlayer(
             AlphaBeta(network, nodes=task.network_nodes, max_depth=d, quiescence=task.quiescence),
-            player_name(task.network_name, cell),
+            player_name(task.network_name, cell, task.quiescence),
         )
         m = RecordingPlayer(
             AlphaBeta(MaterialEvaluator(), nodes=task.material_nodes, max_depth=d, quiescence=task.quiescence),
-            player_name(MaterialEvaluator.name, cell),
+            player_name(MaterialEvaluator.name, cell, task.quiescence),
         )
         white, black = (n, m) if j == 0 else (m, n)
         games.append(
@@ -421,7 +423,7 @@ class CellResult:
 
 def cell_result(cell: Cell, results: Sequence[TaskResult], network: str) -> CellResult:
     games = [g for r in results for g in r.games]
-    me = player_name(network, cell)
+    me = player_name(network, cell, results[0].task.quiescence if results else 0)
     w = d = lost = adj = 0
     for g in games:
         s = g.white_score

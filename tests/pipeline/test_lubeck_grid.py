@@ -165,6 +165,11 @@ def test_a_grid_says_in_its_results_and_report_whether_captures_were_resolved(qu
     games = [g for r in results for g in r.games]
     for g in games:  # unfinished after 2 plies: adjudicated, as run_grid would
         g.result = "1/2-1/2"
+    games[0].result = "1-0"  # the first game's White is the challenger ("twin")
+    assert games[0].white.startswith("twin") and games[1].black.startswith("twin")
+    for g in games:  # the PGN headers name the capture search too
+        assert all(name.endswith(f"captures {quiescence}") == bool(quiescence) for name in (g.white, g.black))
+    assert cell_result(task.cell, results, "twin").score == 0.75
     grid = GridResult(
         "twin", [cell_result(task.cell, results, "twin")], {"quiet": [task.start]}, {}, False, cfg, games, 1.0
     )
