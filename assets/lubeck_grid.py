@@ -44,6 +44,7 @@ def lubeck_grid(
     context: dg.AssetExecutionContext, config: LubeckGridConfig, store: StoreResource, stockfish: StockfishResource
 ) -> dg.MaterializeResult:
     from pipeline.duck import memory_connection
+    from pipeline.engine import EngineError
     from pipeline.evaluation import write_results
     from pipeline.lubeck_grid import candidate_fens, pick_positions, run_grid
     from pipeline.matches import write_pgn
@@ -83,7 +84,7 @@ def lubeck_grid(
             context.log.info,
             progress.set,
         )
-    except ValueError as e:
+    except (ValueError, EngineError) as e:  # bad settings; the challenger's engine died or spoke garbage
         raise dg.Failure(str(e)) from None
     run_id = context.run.run_id
     pgn = st.root / "matches" / "lubeck_grid" / f"{run_id}.pgn"

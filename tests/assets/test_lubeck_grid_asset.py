@@ -2,6 +2,8 @@
 Stockfish, a real Dagster instance), and its start positions checked by direct engine calls."""
 
 import re
+import stat
+import sys
 
 import chess
 import chess.engine
@@ -165,3 +167,47 @@ def test_stockfish_as_the_challenger_needs_no_checkpoint_and_leaves_the_networks
     nps = result.asset_materializations_for_node("lubeck_grid")[0].metadata["nodes_per_second"].value
     assert set(nps) == {"material_pst", "stockfish_static"}
     assert nps["stockfish_static"] < nps["material_pst"]  # an engine round trip a position
+
+
+DIES_AFTER = """#!{python}
+import subprocess, sys
+sf = subprocess.Popen([{stockfish!r}], stdin=sys.stdin, stdout=subprocess.PIPE)
+evaluations = 0
+for line in sf.stdout:
+    evaluations += line.startswith(b"Final evaluation")
+    if evaluations > {n}:
+        sf.kill()
+        sys.exit(3)
+    sys.stdout.buffer.write(line)
+    sys.stdout.buffer.flush()
+"""
+
+
+def test_a_challenger_engine_that_dies_fails_the_run_with_one_line(tmp_path, stockfish, fics_2022):
+    """Stockfish exiting in the middle of the challenger's searches: the run fails with the
+    engine's fate in one line (no traceback as the message), and writes no report. The pool's
+    engines (start positions, adjudication) ask for far fewer static evaluations than n each."""
+    engine = tmp_path / "stockfish-dies"
+    engine.write_text(DIES_AFTER.format(python=sys.executable, stockfish=stockfish, n=400))
+    engine.chmod(engine.stat().st_mode | stat.S_IXUSR)
+    store = Store(tmp_path / "store").ensure()
+    add_pgn(store, tmp_path, "games.pgn", first_games(fics_2022, 60, tmp_path / "src.pgn"))
+    config = {**TINY, "depths": [2], "seconds": [1.0], "challenger": "stockfish_static"}
+    resources = {
+        "store": StoreResource(root=str(store.root)),
+        "stockfish": StockfishResource(path=str(engine), workers=2),
+    }
+    with dg.instance_for_test() as instance:
+        result = dg.materialize(
+            [lubeck_grid],
+            instance=instance,
+            resources=resources,
+            run_config={"ops": {"lubeck_grid": {"config": config}}},
+            raise_on_error=False,
+        )
+        assert not result.success
+        (failure,) = result.get_step_failure_events()
+        failed = failure.step_failure_data.user_failure_data  # dg.Failure's: the UI shows its line, no stack
+    assert failed is not None, failure.step_failure_data.error.message
+    assert re.fullmatch(r"\S+/stockfish-dies exited \(exit code 3\) before 'readyok'", failed.description)
+    assert not (store.root / "reports" / "lubeck_grid_stockfish_static.md").exists()
