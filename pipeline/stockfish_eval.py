@@ -8,9 +8,12 @@ it against the traditional evaluation as the reference of a better but slower ev
 (GridConfig.challenger), so the grid shows where such an evaluation stops paying for itself.
 
 A position in check has no static evaluation in Stockfish (`Final evaluation: none (in
-check)`); the search asks for one only at its last ply (the capture search resolves a check
-while it has plies left), and there this evaluator answers with the traditional evaluation
-(MaterialEvaluator) and counts it (`in_check`).
+check)`). The search asks for one for a checking move at its frontier and in its move ordering
+(the capture search answers a check itself while it has plies left): 1-4% of the positions of
+a grid game. For those this evaluator takes Stockfish's depth-1 search instead, its hash and
+history cleared first so the figure depends on the position alone: the same units as `eval`
+(Stockfish prints both as centipawns of its own pawn), where the traditional evaluation's
+centipawns would be another scale in the same batch. It counts them (`in_check`).
 """
 
 from __future__ import annotations
@@ -21,36 +24,37 @@ from collections.abc import Sequence
 import chess
 import numpy as np
 
-from pipeline.engine import EngineError, UciEngine, final_evaluation_pawns, find_stockfish
-from pipeline.search import MaterialEvaluator
+from pipeline.engine import EngineError, UciEngine, final_evaluation_pawns, find_stockfish, parse_info
+from pipeline.search import EVAL_CLIP
 
 EVAL_TIMEOUT_S = 30.0
-"""The longest one batch's evaluations may take before the engine counts as hung."""
-BATCH = 256
-"""Positions sent at once: their commands (about 90 bytes each) stay well inside the pipe's
-buffer, so writing them never waits on the engine, which may be waiting on us to read."""
+"""The longest one batch's evaluations (or one search in check) may take before the engine
+counts as hung."""
+BATCH = 32
+"""Positions sent at once: their commands (at most about 110 bytes each) fit in one page, the
+smallest buffer a pipe gets, so writing them never waits on the engine, which may itself be
+waiting for us to read its traces (about 4 KB a position)."""
 
 
 class StockfishStaticEvaluator:
     """Scores from Stockfish's `eval` (side to move's view, centipawns), one engine process
-    (one thread) per evaluator; the traditional evaluation for a position in check."""
+    (one thread) per evaluator; its depth-1 search for a position in check."""
 
     name = "stockfish_static"
 
     def __init__(self, binary: str | None = None):
         self.engine = UciEngine(find_stockfish(binary)).start()
-        self.fallback = MaterialEvaluator()
         self.in_check = 0
-        """Positions in check answered by the traditional evaluation."""
+        """Positions in check, answered by Stockfish's depth-1 search."""
         self.evaluated = 0
         """Positions answered by Stockfish."""
 
     def evaluate(self, boards: Sequence[chess.Board]) -> np.ndarray:
         out = np.zeros(len(boards), dtype=np.float32)
-        checked = [i for i, b in enumerate(boards) if b.is_check()]
-        if checked:
-            out[checked] = self.fallback.evaluate([boards[i] for i in checked])
-            self.in_check += len(checked)
+        for i, b in enumerate(boards):
+            if b.is_check():
+                out[i] = self._searched_cp(b)
+                self.in_check += 1
         asked = [i for i, b in enumerate(boards) if not b.is_check()]
         for at in range(0, len(asked), BATCH):
             part = asked[at : at + BATCH]
@@ -74,6 +78,25 @@ class StockfishStaticEvaluator:
                 text = line.decode(errors="replace")
                 raise EngineError(f"Stockfish's evaluation is not a number: {text!r}") from None
         return white
+
+    def _searched_cp(self, board: chess.Board) -> float:
+        """Side to move's centipawns from Stockfish's depth-1 search of board (hash and history
+        cleared first: `ucinewgame`); a mate it finds is +/-EVAL_CLIP, the most an evaluation
+        may say."""
+        self.engine.send(f"ucinewgame\nposition fen {board.fen()}\ngo depth 1\n".encode())
+        last = None
+        for line in self.engine.lines_until(b"bestmove", EVAL_TIMEOUT_S):
+            if line.startswith(b"info") and b" score " in line:
+                last = line
+        if last is None:
+            raise EngineError(f"Stockfish's depth-1 search of {board.fen()} gave no score")
+        try:
+            info = parse_info(last)
+        except ValueError as e:  # MalformedOutput
+            raise EngineError(str(e)) from None
+        if "mate" in info:
+            return float(EVAL_CLIP if info["mate"] > 0 else -EVAL_CLIP)
+        return float(info["cp"])
 
     def cpu_seconds(self) -> float:
         """CPU seconds the engine process has used (user + system): its share of a search's cost,
