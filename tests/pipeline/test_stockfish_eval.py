@@ -1,9 +1,11 @@
 """Stockfish's static evaluation as a search's evaluator (pipeline/stockfish_eval.py), checked
 against Stockfish's `eval` called directly, one process a position; and engines that lie."""
 
+import fcntl
 import random
 import stat
 import sys
+import threading
 import time
 
 import chess
@@ -152,3 +154,23 @@ def test_stockfish_plays_a_grid_task_within_its_node_budget(stockfish):
     nodes = [n for game in result.network for _, n in game]
     assert len(nodes) == 6 and max(nodes) <= 150 + 218  # the most legal moves of a position
     assert engine_spent > 0 and result.seconds > engine_spent  # this process's time and the engine's
+
+
+def test_pipes_of_one_page_do_not_deadlock(evaluator):
+    """A pipe gets a one-page buffer once its user passes the kernel's soft limit. Writing 256
+    positions' commands at once then blocked on a full pipe while the engine blocked writing its
+    traces to us (found in review): a batch's commands fit in one page, so this finishes."""
+    F_SETPIPE_SZ, F_GETPIPE_SZ = 1031, 1032  # linux/fcntl.h
+    for pipe in (evaluator.engine.proc.stdin, evaluator.engine.proc.stdout):
+        fcntl.fcntl(pipe.fileno(), F_SETPIPE_SZ, 4096)
+        assert fcntl.fcntl(pipe.fileno(), F_GETPIPE_SZ) == 4096
+    boards = [b for b in _playout(400, seed=5) if not b.is_check()][:300]
+    done = threading.Event()
+    watchdog = threading.Timer(60.0, lambda: done.is_set() or evaluator.engine.kill())  # a hang: fail, not wait
+    watchdog.start()
+    try:
+        scores = evaluator.evaluate(boards)
+    finally:
+        done.set()
+        watchdog.cancel()
+    assert len(scores) == 300 and evaluator.evaluated == 300
