@@ -9,8 +9,8 @@ it against the traditional evaluation as the reference of a better but slower ev
 
 A position in check has no static evaluation in Stockfish (`Final evaluation: none (in
 check)`). The search asks for one for a checking move at its frontier and in its move ordering
-(the capture search answers a check itself while it has plies left): 1-4% of the positions of
-a grid game. For those this evaluator takes Stockfish's depth-1 search instead, its hash and
+(the capture search answers a check itself while it has plies left): 1-4% of its calls in
+probes. For those this evaluator takes Stockfish's depth-1 search instead, its hash and
 history cleared first so the figure depends on the position alone: the same units as `eval`
 (Stockfish prints both as centipawns of its own pawn), where the traditional evaluation's
 centipawns would be another scale in the same batch. It counts them (`in_check`).
@@ -47,15 +47,17 @@ class StockfishStaticEvaluator:
         self.in_check = 0
         """Positions in check, answered by Stockfish's depth-1 search."""
         self.evaluated = 0
-        """Positions answered by Stockfish."""
+        """Positions answered by Stockfish's `eval`."""
 
     def evaluate(self, boards: Sequence[chess.Board]) -> np.ndarray:
         out = np.zeros(len(boards), dtype=np.float32)
+        asked = []
         for i, b in enumerate(boards):
             if b.is_check():
                 out[i] = self._searched_cp(b)
                 self.in_check += 1
-        asked = [i for i, b in enumerate(boards) if not b.is_check()]
+            else:
+                asked.append(i)
         for at in range(0, len(asked), BATCH):
             part = asked[at : at + BATCH]
             white = self._white_cp([boards[i] for i in part])
