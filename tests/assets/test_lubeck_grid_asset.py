@@ -134,6 +134,19 @@ def test_quiet_and_tactical_starts_meet_their_definition(grid_run, stockfish):
         engine.quit()
 
 
+def _materialize(store: Store, config: dict, engine: StockfishResource, raise_on_error: bool = True):
+    """lubeck_grid materialised on store with config, in a fresh Dagster instance (no model
+    materialised in it)."""
+    with dg.instance_for_test() as instance:
+        return dg.materialize(
+            [lubeck_grid],
+            instance=instance,
+            resources={"store": StoreResource(root=str(store.root)), "stockfish": engine},
+            run_config={"ops": {"lubeck_grid": {"config": config}}},
+            raise_on_error=raise_on_error,
+        )
+
+
 def test_stockfish_as_the_challenger_needs_no_checkpoint_and_leaves_the_networks_report(tmp_path, stockfish, fics_2022):
     """challenger: stockfish_static plays Stockfish's own static evaluation against the
     traditional one: no model materialised, its rows under its own name, its own report; the
@@ -144,14 +157,7 @@ def test_stockfish_as_the_challenger_needs_no_checkpoint_and_leaves_the_networks
     networks.parent.mkdir(parents=True, exist_ok=True)
     networks.write_text("the network's report\n")
     config = {**TINY, "depths": [1], "seconds": [1.0], "challenger": "stockfish_static"}
-    resources = {"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(workers=2)}
-    with dg.instance_for_test() as instance:
-        result = dg.materialize(
-            [lubeck_grid],
-            instance=instance,
-            resources=resources,
-            run_config={"ops": {"lubeck_grid": {"config": config}}},
-        )
+    result = _materialize(store, config, StockfishResource(workers=2))
     assert result.success
     with memory_connection(store) as con:
         rows = con.sql("SELECT DISTINCT model, suite FROM evaluation_results WHERE asset = 'lubeck_grid'").fetchall()
@@ -193,21 +199,10 @@ def test_a_challenger_engine_that_dies_fails_the_run_with_one_line(tmp_path, sto
     store = Store(tmp_path / "store").ensure()
     add_pgn(store, tmp_path, "games.pgn", first_games(fics_2022, 60, tmp_path / "src.pgn"))
     config = {**TINY, "depths": [2], "seconds": [1.0], "challenger": "stockfish_static"}
-    resources = {
-        "store": StoreResource(root=str(store.root)),
-        "stockfish": StockfishResource(path=str(engine), workers=2),
-    }
-    with dg.instance_for_test() as instance:
-        result = dg.materialize(
-            [lubeck_grid],
-            instance=instance,
-            resources=resources,
-            run_config={"ops": {"lubeck_grid": {"config": config}}},
-            raise_on_error=False,
-        )
-        assert not result.success
-        (failure,) = result.get_step_failure_events()
-        failed = failure.step_failure_data.user_failure_data  # dg.Failure's: the UI shows its line, no stack
+    result = _materialize(store, config, StockfishResource(path=str(engine), workers=2), raise_on_error=False)
+    assert not result.success
+    (failure,) = result.get_step_failure_events()
+    failed = failure.step_failure_data.user_failure_data  # dg.Failure's: the UI shows its line, no stack
     assert failed is not None, failure.step_failure_data.error.message
     assert re.fullmatch(r"\S+/stockfish-dies exited \(exit code 3\) before 'readyok'", failed.description)
     assert not (store.root / "reports" / "lubeck_grid_stockfish_static.md").exists()
