@@ -1,6 +1,10 @@
 """Direct engine calls: the independent facts tests check the project's engine code against."""
 
+import stat
 import subprocess
+import sys
+from pathlib import Path
+from typing import Literal
 
 
 def static_cp(stockfish: str, fen: str) -> int:
@@ -10,3 +14,31 @@ def static_cp(stockfish: str, fen: str) -> int:
     ).stdout
     line = next(x for x in out.splitlines() if x.startswith("Final evaluation"))
     return round(float(line.split()[2]) * 100)
+
+
+FINAL_EVALUATION_FAULT = '''#!{python}
+"""Stockfish, its `Final evaluation` line number {n} {mode}: garbage (its figure mangled) or crash
+(the engine and this wrapper end there, exit code 3)."""
+import subprocess, sys
+sf = subprocess.Popen([{stockfish!r}], stdin=sys.stdin, stdout=subprocess.PIPE)
+seen = 0
+for line in sf.stdout:
+    if line.startswith(b"Final evaluation"):
+        seen += 1
+        if seen == {n}:
+            if {mode!r} == "crash":
+                sf.kill()
+                sys.exit(3)
+            line = b"Final evaluation       +zz.q (white side)\\n"
+    sys.stdout.buffer.write(line)
+    sys.stdout.buffer.flush()
+'''
+
+
+def faulty_stockfish(folder: Path, stockfish: str, mode: Literal["garbage", "crash"], n: int) -> str:
+    """An executable wrapper around the real engine whose n-th `Final evaluation` line (counted
+    over every `eval` it answers) is mangled or never comes; its path."""
+    path = folder / f"stockfish-{mode}-{n}"
+    path.write_text(FINAL_EVALUATION_FAULT.format(python=sys.executable, stockfish=stockfish, mode=mode, n=n))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)

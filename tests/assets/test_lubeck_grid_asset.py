@@ -2,8 +2,6 @@
 Stockfish, a real Dagster instance), and its start positions checked by direct engine calls."""
 
 import re
-import stat
-import sys
 
 import chess
 import chess.engine
@@ -15,7 +13,7 @@ from assets.resources import StockfishResource, StoreResource
 from pipeline.duck import memory_connection
 from pipeline.lubeck_grid import GridConfig, node_budget
 from pipeline.store import Store
-from tests.engines import static_cp
+from tests.engines import faulty_stockfish, static_cp
 from tests.stores import add_pgn, first_games, lubeck_checkpoint
 
 TINY = {
@@ -175,34 +173,18 @@ def test_stockfish_as_the_challenger_needs_no_checkpoint_and_leaves_the_networks
     assert nps["stockfish_static"] < nps["material_pst"]  # an engine round trip a position
 
 
-DIES_AFTER = """#!{python}
-import subprocess, sys
-sf = subprocess.Popen([{stockfish!r}], stdin=sys.stdin, stdout=subprocess.PIPE)
-evaluations = 0
-for line in sf.stdout:
-    evaluations += line.startswith(b"Final evaluation")
-    if evaluations > {n}:
-        sf.kill()
-        sys.exit(3)
-    sys.stdout.buffer.write(line)
-    sys.stdout.buffer.flush()
-"""
-
-
 def test_a_challenger_engine_that_dies_fails_the_run_with_one_line(tmp_path, stockfish, fics_2022):
     """Stockfish exiting in the middle of the challenger's searches: the run fails with the
     engine's fate in one line (no traceback as the message), and writes no report. The pool's
-    engines (start positions, adjudication) ask for far fewer static evaluations than n each."""
-    engine = tmp_path / "stockfish-dies"
-    engine.write_text(DIES_AFTER.format(python=sys.executable, stockfish=stockfish, n=400))
-    engine.chmod(engine.stat().st_mode | stat.S_IXUSR)
+    engines (start positions, adjudication) ask for far fewer than 400 static evaluations each."""
+    engine = faulty_stockfish(tmp_path, stockfish, "crash", 401)
     store = Store(tmp_path / "store").ensure()
     add_pgn(store, tmp_path, "games.pgn", first_games(fics_2022, 60, tmp_path / "src.pgn"))
     config = {**TINY, "depths": [2], "seconds": [1.0], "challenger": "stockfish_static"}
-    result = _materialize(store, config, StockfishResource(path=str(engine), workers=2), raise_on_error=False)
+    result = _materialize(store, config, StockfishResource(path=engine, workers=2), raise_on_error=False)
     assert not result.success
     (failure,) = result.get_step_failure_events()
     failed = failure.step_failure_data.user_failure_data  # dg.Failure's: the UI shows its line, no stack
     assert failed is not None, failure.step_failure_data.error.message
-    assert re.fullmatch(r"\S+/stockfish-dies exited \(exit code 3\) before 'readyok'", failed.description)
+    assert re.fullmatch(r"\S+/stockfish-crash-401 exited \(exit code 3\) before 'readyok'", failed.description)
     assert not (store.root / "reports" / "lubeck_grid_stockfish_static.md").exists()

@@ -3,8 +3,6 @@ against Stockfish's `eval` called directly, one process a position; and engines 
 
 import fcntl
 import random
-import stat
-import sys
 import threading
 import time
 
@@ -16,7 +14,7 @@ from pipeline.engine import EngineError
 from pipeline.lubeck_grid import Cell, GridConfig, StartPosition, Task, calibrate, play_task
 from pipeline.search import EVAL_CLIP, AlphaBeta
 from pipeline.stockfish_eval import BATCH, StockfishStaticEvaluator
-from tests.engines import static_cp
+from tests.engines import faulty_stockfish, static_cp
 
 MIDDLEGAME = "r1bq1rk1/pp2bppp/2n1pn2/3p4/2PP4/2N1PN2/PP3PPP/R2QKB1R w KQ - 0 9"
 
@@ -97,34 +95,12 @@ def test_the_engines_cpu_time_is_counted_in_a_searchs_cost(evaluator):
     assert nps < 0.8 * own_only, (nps, own_only)
 
 
-def _liar(tmp_path, stockfish: str, mode: str) -> str:
-    """Stockfish, with its third `Final evaluation` line mangled (garbage) or the process ended
-    there (crash)."""
-    path = tmp_path / f"stockfish-{mode}"
-    path.write_text(
-        f"#!{sys.executable}\n"
-        "import subprocess, sys\n"
-        f"sf = subprocess.Popen([{stockfish!r}], stdin=sys.stdin, stdout=subprocess.PIPE)\n"
-        "seen = 0\n"
-        "for line in sf.stdout:\n"
-        "    if line.startswith(b'Final evaluation'):\n"
-        "        seen += 1\n"
-        "        if seen == 3:\n"
-        f"            if {mode!r} == 'crash':\n"
-        "                sf.kill(); sys.exit(3)\n"
-        "            line = b'Final evaluation       +zz.q (white side)\\n'\n"
-        "    sys.stdout.buffer.write(line); sys.stdout.buffer.flush()\n"
-    )
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return str(path)
-
-
 @pytest.mark.parametrize(
     "mode, words",
     [("garbage", r"Stockfish's evaluation is not a number: 'Final evaluation +\+zz\.q"), ("crash", "exited")],
 )
 def test_an_engine_that_lies_or_dies_is_one_clear_error(tmp_path, stockfish, mode, words):
-    ev = StockfishStaticEvaluator(_liar(tmp_path, stockfish, mode))
+    ev = StockfishStaticEvaluator(faulty_stockfish(tmp_path, stockfish, mode, 3))
     try:
         with pytest.raises(EngineError, match=words.replace(" +", r"\s+")):
             ev.evaluate(_playout(8))
