@@ -242,6 +242,7 @@ def test_servers_stop_by_pid_and_name_what_to_install(tmp_path, monkeypatch, ser
 _LOAD_AT_ONCE = """
 import os, sys, time
 import dagster as dg
+open(sys.argv[2], "w").close()  # past the imports
 while not os.path.exists(sys.argv[1]):
     time.sleep(0.005)
 dg.DagsterInstance.get().dispose()
@@ -263,17 +264,21 @@ def test_the_instance_has_its_tables_before_any_worker_so_workers_started_togeth
                 tables = {row[0] for row in cur.fetchall()}
         assert {"runs", "event_logs", "jobs", "snapshots"} <= tables, sorted(tables)
         go = tmp_path / "go"
+        ready = [tmp_path / f"ready-{i}" for i in range(4)]
         loads = [
             subprocess.Popen(
-                [str(ct.BIN / "python"), "-c", _LOAD_AT_ONCE, str(go)],
+                [str(ct.BIN / "python"), "-c", _LOAD_AT_ONCE, str(go), str(path)],
                 env=c.env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
             )
-            for _ in range(4)
+            for path in ready
         ]
-        time.sleep(8)  # every process past its imports, waiting on the file
+        deadline = time.monotonic() + 120
+        while not all(p.exists() for p in ready):  # every process past its imports, waiting on go
+            assert time.monotonic() < deadline and all(proc.poll() is None for proc in loads), "a load never got ready"
+            time.sleep(0.05)
         go.touch()
         for proc in loads:
             out = proc.communicate(timeout=120)[0]
