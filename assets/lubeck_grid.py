@@ -6,6 +6,10 @@ positions. Writes reports/lubeck_grid.md and reports/lubeck_grid.png in the stor
 PGN under matches/lubeck_grid/, and per cell the network's score and Elo difference into
 evaluation_results (suite lubeck_grid/<kind>/depth<d>/<t>s).
 
+With `checkpoint: FILE` it plays that checkpoint (any trained model the evaluator scores, e.g.
+one trained on a GPU) in place of lubeck_wdl_mlp's: its report is reports/lubeck_grid_<name>.md,
+its rows are under <name>, the checkpoint's model_encoder_dataset.
+
 With `challenger: stockfish_static` it plays Stockfish's own static evaluation instead of the
 network (no checkpoint needed), the reference of a better but slower evaluation: its report is
 reports/lubeck_grid_stockfish_static.md (and .png), its rows are under model stockfish_static,
@@ -27,6 +31,29 @@ from pipeline.store import atomic_path
 
 MODEL = "lubeck_wdl_mlp"
 """The model asset the grid plays (Lubeck's W/D/L network)."""
+
+
+def played_checkpoint(cfg: GridConfig) -> str:
+    """The name config.checkpoint plays under, after loading it once here: a file that is not a
+    checkpoint the evaluator can play, or a player that cannot search the grid's depths, fails the
+    run with one line before any game (in the playing processes it would be a traceback)."""
+    from training.evaluator import load_evaluator
+
+    try:
+        evaluator = load_evaluator(cfg.checkpoint)
+    except Exception as e:  # a missing file, not a torch file, another model's state: all one line
+        raise dg.Failure(
+            f"checkpoint {cfg.checkpoint} cannot be played ({type(e).__name__}: {e}); give a checkpoint.pt "
+            "that training wrote (chess-pipeline train, python -m training.train)"
+        ) from None
+    deepest = getattr(evaluator, "max_depth", None)  # DeepChess's comparison player: 1 ply
+    if deepest is not None and max(cfg.depths) > deepest:
+        raise dg.Failure(
+            f"checkpoint {cfg.checkpoint} ({evaluator.name}) plays at depth {deepest} at most; "
+            f"the grid asks for depths {list(cfg.depths)}"
+        )
+    return evaluator.name
+
 
 LubeckGridConfig = config_from(
     GridConfig, name="LubeckGridConfig", doc="Lubeck's grid: pipeline.lubeck_grid.GridConfig's fields."
@@ -57,7 +84,11 @@ def lubeck_grid(
         cfg = config.to_dataclass(GridConfig)
     except ValueError as e:
         raise dg.Failure(str(e)) from None
-    if cfg.challenger == "network":
+    if cfg.challenger == "network" and cfg.checkpoint:
+        name = played_checkpoint(cfg)
+        stem = f"lubeck_grid_{name}"
+        factory = functools.partial(load_evaluator, cfg.checkpoint, name)
+    elif cfg.challenger == "network":
         name, stem = MODEL, "lubeck_grid"
         factory = functools.partial(load_evaluator, checkpoint_of(context, MODEL), MODEL)
     else:

@@ -66,6 +66,11 @@ class GridConfig:
     checkpoint), or Stockfish's own static evaluation (its `eval`, pipeline.stockfish_eval: far
     better than material and tables, and slower here), the reference of a better but slower
     evaluation."""
+    checkpoint: str = ""
+    """challenger `network` only: a checkpoint (a file, or an S3 store's object) to play in place
+    of lubeck_wdl_mlp's, any model training.evaluator scores (e.g. a CNN trained on a GPU with
+    `python -m training.train`); its rows, report and player are named after the checkpoint's
+    model, encoder and dataset. Empty: lubeck_wdl_mlp's latest materialisation."""
     depths: tuple[int, ...] = (2, 4, 6)
     """Search depths (plies): the most each player searches in a cell (Lubeck: 2, 4, 6)."""
     seconds: tuple[float, ...] = (1.0, 2.0, 5.0)
@@ -115,6 +120,8 @@ class GridConfig:
         problems = []
         if self.challenger not in get_args(Challenger):
             problems.append(f"challenger must be one of {', '.join(get_args(Challenger))}, got {self.challenger!r}")
+        elif self.checkpoint and self.challenger != "network":
+            problems.append(f"checkpoint is played by the network challenger only, not by {self.challenger}")
         if not self.depths or min(self.depths) < 1:
             problems.append(f"depths must be one or more plies of at least 1, got {list(self.depths)}")
         if not self.seconds or min(self.seconds) <= 0:

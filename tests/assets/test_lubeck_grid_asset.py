@@ -188,3 +188,45 @@ def test_a_challenger_engine_that_dies_fails_the_run_with_one_line(tmp_path, sto
     assert failed is not None, failure.step_failure_data.error.message
     assert re.fullmatch(r"\S+/stockfish-crash-401 exited \(exit code 3\) before 'readyok'", failed.description)
     assert not (store.root / "reports" / "lubeck_grid_stockfish_static.md").exists()
+
+
+def test_a_checkpoint_file_plays_in_place_of_the_model_asset_under_its_own_name(tmp_path_factory, stockfish, fics_2022):
+    """checkpoint: FILE plays that file's network (here Lubeck's, trained outside Dagster) with no
+    model materialised in the instance: its rows and report are named after the checkpoint's model,
+    encoder and dataset, and the model asset's report stays as it was."""
+    tmp = tmp_path_factory.mktemp("grid_checkpoint")
+    store = Store(tmp / "store").ensure()
+    add_pgn(store, tmp, "games.pgn", first_games(fics_2022, 60, tmp / "src.pgn"))
+    networks = store.root / "reports" / "lubeck_grid.md"
+    networks.parent.mkdir(parents=True, exist_ok=True)
+    networks.write_text("the model asset's report\n")
+    checkpoint = lubeck_checkpoint(tmp_path_factory, fics_2022)
+    config = {**TINY, "depths": [1], "seconds": [1.0], "checkpoint": str(checkpoint)}
+    result = _materialize(store, config, StockfishResource(workers=2))
+    assert result.success
+    name = "lubeck_bitmap768_lubeck_wdl"  # preset, encoder, dataset of tests.stores' checkpoint
+    with memory_connection(store) as con:
+        rows = con.sql("SELECT DISTINCT model, suite FROM evaluation_results WHERE asset = 'lubeck_grid'").fetchall()
+    assert sorted(rows) == [(name, "lubeck_grid/quiet/depth1/1s"), (name, "lubeck_grid/tactical/depth1/1s")]
+    report = (store.root / "reports" / f"lubeck_grid_{name}.md").read_text()
+    assert report.startswith(f"# Lubeck's experiment grid: {name} against the traditional evaluation")
+    assert networks.read_text() == "the model asset's report\n"
+    pgn = next((store.root / "matches" / "lubeck_grid").glob("*.pgn")).read_text()
+    assert pgn.count(f'"{name}') == 4  # 2 games, the challenger White in one and Black in the other
+
+
+@pytest.mark.parametrize("what", ["missing", "not a checkpoint"])
+def test_a_checkpoint_that_cannot_be_played_fails_the_run_with_one_line_before_any_game(tmp_path, stockfish, what):
+    store = Store(tmp_path / "store").ensure()
+    path = tmp_path / "checkpoint.pt"
+    if what == "not a checkpoint":
+        path.write_text("a text file, not a torch checkpoint\n")
+    config = {**TINY, "checkpoint": str(path)}
+    result = _materialize(store, config, StockfishResource(workers=1), raise_on_error=False)
+    assert not result.success
+    (failure,) = result.get_step_failure_events()
+    failed = failure.step_failure_data.user_failure_data
+    assert failed is not None, failure.step_failure_data.error.message
+    assert failed.description.startswith(f"checkpoint {path} cannot be played (")
+    assert "\n" not in failed.description
+    assert not (store.root / "matches").exists() and not (store.root / "reports").exists()

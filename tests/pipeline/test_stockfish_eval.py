@@ -150,3 +150,9 @@ def test_pipes_of_one_page_do_not_deadlock(evaluator):
         done.set()
         watchdog.cancel()
     assert len(scores) == 300 and evaluator.evaluated == 300
+
+
+def test_a_checkpoint_with_stockfish_as_the_challenger_is_refused():
+    refused = "checkpoint is played by the network challenger only, not by stockfish_static"
+    with pytest.raises(ValueError, match=refused):
+        GridConfig(challenger="stockfish_static", checkpoint="run/checkpoint.pt")
