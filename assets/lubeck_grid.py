@@ -7,13 +7,13 @@ PGN under matches/lubeck_grid/, and per cell the network's score and Elo differe
 evaluation_results (suite lubeck_grid/<kind>/depth<d>/<t>s).
 
 With `checkpoint: FILE` it plays that checkpoint (any trained model the evaluator scores, e.g.
-one trained on a GPU) in place of lubeck_wdl_mlp's: its report is reports/lubeck_grid_<name>.md,
-its rows are under <name>, the checkpoint's model_encoder_dataset.
-
-With `challenger: stockfish_static` it plays Stockfish's own static evaluation instead of the
-network (no checkpoint needed), the reference of a better but slower evaluation: its report is
-reports/lubeck_grid_stockfish_static.md (and .png), its rows are under model stockfish_static,
-so the network's report and rows stay as they were.
+one trained on a GPU) in place of lubeck_wdl_mlp's, named <name>, the checkpoint's
+model_encoder_dataset. With `challenger: stockfish_static` it plays Stockfish's own static
+evaluation instead of the network (no checkpoint needed), the reference of a better but slower
+evaluation, named stockfish_static. Either way its report is reports/lubeck_grid_<name>.md (and
+.png, the checkpoint's path in it) and its rows go under model <name> and asset
+lubeck_grid_<name> (evaluation_results keeps the newest run of each asset), so the network's
+report and rows stay as they were.
 """
 
 import functools
@@ -34,23 +34,25 @@ MODEL = "lubeck_wdl_mlp"
 
 
 def played_checkpoint(cfg: GridConfig) -> str:
-    """The name config.checkpoint plays under, after loading it once here: a file that is not a
-    checkpoint the evaluator can play, or a player that cannot search the grid's depths, fails the
-    run with one line before any game (in the playing processes it would be a traceback)."""
+    """The name config.checkpoint plays under (its model_encoder_dataset), after loading it once
+    here: a file that is not a checkpoint the evaluator can play fails the run with one line before
+    any game (in the playing processes it would be a traceback), and so does DeepChess's comparator,
+    whose scores order the positions of one call only: the grid's searches go deeper than 1 ply
+    and resolve captures a position at a time."""
     from training.evaluator import load_evaluator
 
     try:
         evaluator = load_evaluator(cfg.checkpoint)
-    except Exception as e:  # a missing file, not a torch file, another model's state: all one line
+    except Exception as e:  # a missing file, not a torch file, weights of another shape: all one line
+        why = " ".join(f"{type(e).__name__}: {e}".split())
         raise dg.Failure(
-            f"checkpoint {cfg.checkpoint} cannot be played ({type(e).__name__}: {e}); give a checkpoint.pt "
+            f"checkpoint {cfg.checkpoint} cannot be played ({why[:300]}); give a checkpoint.pt "
             "that training wrote (chess-pipeline train, python -m training.train)"
         ) from None
-    deepest = getattr(evaluator, "max_depth", None)  # DeepChess's comparison player: 1 ply
-    if deepest is not None and max(cfg.depths) > deepest:
+    if getattr(evaluator, "max_depth", None) is not None:  # training.deepchess.ComparisonEvaluator
         raise dg.Failure(
-            f"checkpoint {cfg.checkpoint} ({evaluator.name}) plays at depth {deepest} at most; "
-            f"the grid asks for depths {list(cfg.depths)}"
+            f"checkpoint {cfg.checkpoint} is DeepChess's comparator, which plays 1-ply comparisons only "
+            "(its scores order one call's positions): the grid needs an evaluator that scores a position alone"
         )
     return evaluator.name
 
@@ -120,14 +122,15 @@ def lubeck_grid(
     run_id = context.run.run_id
     pgn = st.root / "matches" / "lubeck_grid" / f"{run_id}.pgn"
     write_pgn(result.games, pgn)
-    write_results(st, "lubeck_grid", run_id, result.rows(name))
+    write_results(st, stem, run_id, result.rows(name))  # each challenger's newest run in evaluation_results
     png = lubeck_grid_png(
         [(c.cell.kind, c.cell.depth, c.cell.seconds, c.score, c.score_low, c.score_high) for c in result.cells],
         f"{name} vs material_pst in the same search ({len(result.games)} games)",
     )
     folder = st.root / "reports"
     write_png(folder / f"{stem}.png", png)
-    text = result.report_md() + f"\n![score per cell]({stem}.png)\n"
+    played = f"\nThe challenger's checkpoint: `{cfg.checkpoint}`.\n" if cfg.checkpoint else ""
+    text = result.report_md() + played + f"\n![score per cell]({stem}.png)\n"
     path = folder / f"{stem}.md"
     with atomic_path(path) as tmp:
         tmp.write_text(text)
@@ -136,6 +139,7 @@ def lubeck_grid(
             "table": dg.MetadataValue.md(result.table_md()),
             "chart": png_md(png, "Lubeck's grid"),
             "report": dg.MetadataValue.path(str(path)),
+            **({"checkpoint": dg.MetadataValue.path(cfg.checkpoint)} if cfg.checkpoint else {}),
             "pgn": dg.MetadataValue.path(str(pgn)),
             "games": len(result.games),
             "cells": len(result.cells),

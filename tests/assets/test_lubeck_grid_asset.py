@@ -2,19 +2,24 @@
 Stockfish, a real Dagster instance), and its start positions checked by direct engine calls."""
 
 import re
+from pathlib import Path
 
 import chess
 import chess.engine
 import dagster as dg
 import pytest
+import torch
 
 from assets.lubeck_grid import lubeck_grid
 from assets.resources import StockfishResource, StoreResource
 from pipeline.duck import memory_connection
+from pipeline.evaluation import write_results
 from pipeline.lubeck_grid import GridConfig, node_budget
 from pipeline.store import Store
 from tests.engines import faulty_stockfish, static_cp
 from tests.stores import add_pgn, first_games, lubeck_checkpoint
+from training.encoders import get_encoder
+from training.models import PRESETS, build_model
 
 TINY = {
     "depths": [1, 2],
@@ -158,7 +163,9 @@ def test_stockfish_as_the_challenger_needs_no_checkpoint_and_leaves_the_networks
     result = _materialize(store, config, StockfishResource(workers=2))
     assert result.success
     with memory_connection(store) as con:
-        rows = con.sql("SELECT DISTINCT model, suite FROM evaluation_results WHERE asset = 'lubeck_grid'").fetchall()
+        rows = con.sql(
+            "SELECT DISTINCT model, suite FROM evaluation_results WHERE asset = 'lubeck_grid_stockfish_static'"
+        ).fetchall()
     assert sorted(rows) == [
         ("stockfish_static", "lubeck_grid/quiet/depth1/1s"),
         ("stockfish_static", "lubeck_grid/tactical/depth1/1s"),
@@ -193,40 +200,77 @@ def test_a_challenger_engine_that_dies_fails_the_run_with_one_line(tmp_path, sto
 def test_a_checkpoint_file_plays_in_place_of_the_model_asset_under_its_own_name(tmp_path_factory, stockfish, fics_2022):
     """checkpoint: FILE plays that file's network (here Lubeck's, trained outside Dagster) with no
     model materialised in the instance: its rows and report are named after the checkpoint's model,
-    encoder and dataset, and the model asset's report stays as it was."""
+    encoder and dataset and say which file played, and the model asset's report and rows stay."""
     tmp = tmp_path_factory.mktemp("grid_checkpoint")
     store = Store(tmp / "store").ensure()
     add_pgn(store, tmp, "games.pgn", first_games(fics_2022, 60, tmp / "src.pgn"))
     networks = store.root / "reports" / "lubeck_grid.md"
     networks.parent.mkdir(parents=True, exist_ok=True)
     networks.write_text("the model asset's report\n")
+    earlier = ("lubeck_wdl_mlp", "lubeck_grid/quiet/depth1/1s", "score", 0.25, 2, "an earlier run of the model asset")
+    write_results(store, "lubeck_grid", "earlier-run", [earlier])
     checkpoint = lubeck_checkpoint(tmp_path_factory, fics_2022)
     config = {**TINY, "depths": [1], "seconds": [1.0], "checkpoint": str(checkpoint)}
     result = _materialize(store, config, StockfishResource(workers=2))
     assert result.success
     name = "lubeck_bitmap768_lubeck_wdl"  # preset, encoder, dataset of tests.stores' checkpoint
     with memory_connection(store) as con:
-        rows = con.sql("SELECT DISTINCT model, suite FROM evaluation_results WHERE asset = 'lubeck_grid'").fetchall()
-    assert sorted(rows) == [(name, "lubeck_grid/quiet/depth1/1s"), (name, "lubeck_grid/tactical/depth1/1s")]
-    report = (store.root / "reports" / f"lubeck_grid_{name}.md").read_text()
+        rows = con.sql("SELECT DISTINCT model, suite, asset FROM evaluation_results").fetchall()
+    grid = f"lubeck_grid_{name}"
+    assert sorted(rows) == [
+        (name, "lubeck_grid/quiet/depth1/1s", grid),
+        (name, "lubeck_grid/tactical/depth1/1s", grid),
+        ("lubeck_wdl_mlp", "lubeck_grid/quiet/depth1/1s", "lubeck_grid"),
+    ]
+    report = (store.root / "reports" / f"{grid}.md").read_text()
     assert report.startswith(f"# Lubeck's experiment grid: {name} against the traditional evaluation")
+    assert f"The challenger's checkpoint: `{checkpoint}`." in report
+    meta = result.asset_materializations_for_node("lubeck_grid")[0].metadata
+    assert meta["checkpoint"].value == str(checkpoint)
     assert networks.read_text() == "the model asset's report\n"
     pgn = next((store.root / "matches" / "lubeck_grid").glob("*.pgn")).read_text()
     assert pgn.count(f'"{name}') == 4  # 2 games, the challenger White in one and Black in the other
 
 
-@pytest.mark.parametrize("what", ["missing", "not a checkpoint"])
-def test_a_checkpoint_that_cannot_be_played_fails_the_run_with_one_line_before_any_game(tmp_path, stockfish, what):
-    store = Store(tmp_path / "store").ensure()
+def _unplayable(tmp_path: Path, what: str, source: Path) -> Path:
+    """A checkpoint file the grid cannot play: missing, not a torch file, a network's weights under
+    a config of another shape, or DeepChess's comparator (an untrained one)."""
     path = tmp_path / "checkpoint.pt"
     if what == "not a checkpoint":
         path.write_text("a text file, not a torch checkpoint\n")
+    elif what == "weights of another shape":
+        ck = torch.load(source, weights_only=False)
+        ck["config"]["hidden"] = [8]  # the weights are 256 wide
+        torch.save(ck, path)
+    elif what == "deepchess":
+        encoder = get_encoder("bitmap773")
+        model = build_model(PRESETS["deepchess"], encoder.shape, 2)
+        torch.save(
+            {
+                "config": {"model": "deepchess", "encoder": "bitmap773", "dataset": "deepchess"},
+                "encoder": {"name": encoder.name, "version": encoder.version},
+                "best_model": model.state_dict(),
+                "model": {},
+                "dataset": {"pov": "white"},
+            },
+            path,
+        )
+    return path
+
+
+@pytest.mark.parametrize("what", ["missing", "not a checkpoint", "weights of another shape", "deepchess"])
+def test_a_checkpoint_that_cannot_be_played_fails_the_run_with_one_line_before_any_game(
+    tmp_path_factory, tmp_path, stockfish, fics_2022, what
+):
+    store = Store(tmp_path / "store").ensure()
+    path = _unplayable(tmp_path, what, lubeck_checkpoint(tmp_path_factory, fics_2022))
     config = {**TINY, "checkpoint": str(path)}
     result = _materialize(store, config, StockfishResource(workers=1), raise_on_error=False)
     assert not result.success
     (failure,) = result.get_step_failure_events()
     failed = failure.step_failure_data.user_failure_data
     assert failed is not None, failure.step_failure_data.error.message
-    assert failed.description.startswith(f"checkpoint {path} cannot be played (")
-    assert "\n" not in failed.description
+    expected = "is DeepChess's comparator" if what == "deepchess" else "cannot be played ("
+    assert failed.description.startswith(f"checkpoint {path} {expected}")
+    assert "\n" not in failed.description and len(failed.description) < 500
     assert not (store.root / "matches").exists() and not (store.root / "reports").exists()
