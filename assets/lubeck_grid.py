@@ -88,15 +88,14 @@ def lubeck_grid(
         raise dg.Failure(str(e)) from None
     if cfg.challenger == "network" and cfg.checkpoint:
         name = played_checkpoint(cfg)
-        stem = f"lubeck_grid_{name}"
         factory = functools.partial(load_evaluator, cfg.checkpoint, name)
     elif cfg.challenger == "network":
-        name, stem = MODEL, "lubeck_grid"
+        name = MODEL
         factory = functools.partial(load_evaluator, checkpoint_of(context, MODEL), MODEL)
     else:
         name = StockfishStaticEvaluator.name
         factory = functools.partial(StockfishStaticEvaluator, stockfish.binary())
-        stem = f"lubeck_grid_{name}"
+    stem = "lubeck_grid" if name == MODEL else f"lubeck_grid_{name}"  # report, png and results asset
     start = time.monotonic()
     with memory_connection(st) as con:
         fens = candidate_fens(con, cfg)
