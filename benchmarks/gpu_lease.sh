@@ -4,8 +4,8 @@
 # (the exit status is 1 then); at most 6 files come back, none over 16 MiB.
 #
 #   1. Sabatelli's CNN on the regression target (sabatelli_regression, bitmap768), full schedule
-#      bounded to 2.5 min: a search evaluator for Lubeck's grid (config `checkpoint`), trained
-#      where it takes 2 minutes (about an hour on 2 CPU cores);
+#      bounded to 2.5 min: a search evaluator for Lubeck's grid (config `checkpoint`), 100 s on
+#      an H100 (26 min on 2 CPU cores, README);
 #   2. benchmarks/gpu_full.py for the two 3-class networks (mlp_bitmap_3class, cnn_bitmap_3class),
 #      the CNN's checkpoint kept for the grid too;
 #   3. benchmarks/gpu.py: the loader against the step per encoder, and the MLP's speed-up over 2
