@@ -1,6 +1,8 @@
-"""Search speed: what batching the frontier buys, against scoring leaf by leaf in the same process.
+"""Search speed: what batching the frontier buys, against scoring leaf by leaf in the same process;
+and what an MLP's numpy forward pass buys against torch's.
 
     python benchmarks/search.py [--checkpoint models/<model>/<run>/checkpoint.pt] [--positions 40] [--depth 2]
+                                [--quiescence 0]
 
 On the first STS positions (../shared/data/epd; random playouts without it), the same
 alpha-beta search to a fixed depth, twice per evaluator: frontier children scored in one
@@ -9,6 +11,12 @@ negamax has). Both must choose the same moves; the ratio is the batching gain. P
 (nodes = positions visited, frontier children included) for the traditional evaluation and,
 with --checkpoint, for that network. No target yet: the figure that matters is the network's
 ratio, which grows with the model's per-call overhead.
+
+A checkpoint of an MLP over bitmap768 plays as numpy on the CPU (training.evaluator.SparseMLP);
+it is timed against the same network through torch (the baseline), both must choose the same
+moves, and each network's cost a node is given as a multiple of the traditional evaluation's
+(what Lubeck's grid charges it). Target: the numpy MLP within 1.5x of the traditional
+evaluation's cost a node with 4 plies of captures (`--quiescence 4`, as the grid plays).
 """
 
 from __future__ import annotations
@@ -56,10 +64,10 @@ def positions(n: int) -> list[chess.Board]:
     return out
 
 
-def run(evaluator, boards, depth: int) -> tuple[float, int, list]:
+def run(evaluator, boards, depth: int, quiescence: int = 0) -> tuple[float, int, list]:
     start, nodes, moves = time.perf_counter(), 0, []
     for b in boards:
-        r = AlphaBeta(evaluator, depth=depth).search(b)
+        r = AlphaBeta(evaluator, depth=depth, quiescence=quiescence).search(b)
         nodes += r.nodes
         moves.append(r.move)
     return time.perf_counter() - start, nodes, moves
@@ -70,6 +78,7 @@ def main() -> None:
     ap.add_argument("--checkpoint", help="a trained model's checkpoint.pt")
     ap.add_argument("--positions", type=int, default=40)
     ap.add_argument("--depth", type=int, default=2)
+    ap.add_argument("--quiescence", type=int, default=0, help="plies of captures after the depth")
     args = ap.parse_args()
     boards = positions(args.positions)
     evaluators = [MaterialEvaluator()]
@@ -77,15 +86,28 @@ def main() -> None:
         from training.evaluator import NetworkEvaluator
 
         evaluators.append(NetworkEvaluator(args.checkpoint))
-    print(f"{len(boards)} positions, alpha-beta depth {args.depth}")
+        if evaluators[-1].sparse is not None:
+            evaluators.append(NetworkEvaluator(args.checkpoint, sparse=False))
+            evaluators[-1].name += " (torch)"
+            evaluators[-2].name += " (numpy)"
+    print(f"{len(boards)} positions, alpha-beta depth {args.depth}, {args.quiescence} plies of captures")
+    rate, chosen = {}, {}
     for ev in evaluators:
-        t_ours, nodes, ours = run(ev, boards, args.depth)
-        t_base, _, base = run(OneByOne(ev), boards, args.depth)
+        t_ours, nodes, ours = run(ev, boards, args.depth, args.quiescence)
+        t_base, _, base = run(OneByOne(ev), boards, args.depth, args.quiescence)
         same = sum(a == b for a, b in zip(ours, base))
+        rate[ev.name], chosen[ev.name] = nodes / t_ours, ours
         print(
-            f"{ev.name:>40}: batched {nodes / t_ours:9,.0f} nodes/s, one by one {nodes / t_base:9,.0f} nodes/s, "
+            f"{ev.name:>48}: batched {nodes / t_ours:9,.0f} nodes/s, one by one {nodes / t_base:9,.0f} nodes/s, "
             f"ratio {t_base / t_ours:.2f}x ({same}/{len(boards)} same moves)"
         )
+    material = rate.pop(evaluators[0].name)
+    for name, r in rate.items():
+        print(f"{name:>48}: {material / r:.2f}x the traditional evaluation's cost a node")
+    if len(evaluators) == 3:
+        fast, slow = evaluators[1].name, evaluators[2].name
+        same = sum(a == b for a, b in zip(chosen[fast], chosen[slow]))
+        print(f"numpy over torch: {rate[fast] / rate[slow]:.2f}x ({same}/{len(boards)} same moves)")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,9 @@ The score is in centipawn-like units whatever the model predicts:
 Models trained from the side to move's point of view (Sabatelli's datasets by default) see a
 Black-to-move position mirrored, as in training; White's-view models (Lubeck's) are negated
 for Black.
+
+On the CPU an MLP over `bitmap768` runs without torch (SparseMLP): a search calls the evaluator
+once a capture node with one board, where torch's fixed cost a call is most of the work.
 """
 
 from __future__ import annotations
@@ -54,10 +57,101 @@ def checkpoint_pov(ck: dict) -> str:
     return DATASETS[ck["config"]["dataset"]].defaults.get("pov", "white")
 
 
-class NetworkEvaluator:
-    """Scores boards with a checkpoint's best model (see the module docstring for the units)."""
+def _mirror_index() -> np.ndarray:
+    """(768,) the bitmap768 feature a mirrored board (colours swapped, ranks flipped:
+    training.encoders.oriented) sets for each feature of the board as stored (plane * 64 + square);
+    its own inverse."""
+    j = np.arange(768)
+    return ((j // 64 + 6) % 12) * 64 + ((j % 64) ^ 56)
 
-    def __init__(self, checkpoint: Path | str, name: str = "", device: str = "cpu", threads: int = 1):
+
+_BYTE_BITS = np.array([[i for i in range(8) if v >> i & 1] + [-1] * (8 - v.bit_count()) for v in range(256)])
+"""(256, 8) the set bits of each byte value, lowest first, then -1."""
+
+
+class SparseMLP:
+    """An MLP over the 768 piece bits (bitmap768) as numpy arithmetic: the same scores as the
+    torch model, at a fraction of its cost a call. The first layer sums the weight rows of the
+    pieces on the board (about 32 of 768; for a mirrored board, of its mirrored rows), batch
+    norm is folded into the linear layer before it, and dropout is gone (an evaluation). The
+    search calls its evaluator once a capture node with one board, where torch's fixed cost a
+    call (about 100 us) is more than this whole forward pass."""
+
+    ACTIVATIONS = {"ReLU": lambda x: np.maximum(x, 0.0), "ELU": lambda x: np.where(x > 0, x, np.expm1(x))}
+
+    def __init__(self, layers: list[tuple[np.ndarray, np.ndarray, str]]):
+        # layers: (weight (in, out), bias (out,), activation after it or "") in order; the first is sparse
+        first, bias, act = layers[0]
+        zero = np.zeros((1, first.shape[1]))  # what padding gathers
+        self.first = np.ascontiguousarray(np.concatenate([first, first[_mirror_index()], zero]), dtype=np.float32)
+        self.bias, self.act = bias.astype(np.float32), act
+        self.rest = [(np.ascontiguousarray(w, dtype=np.float32), b.astype(np.float32), a) for w, b, a in layers[1:]]
+
+    @classmethod
+    def of(cls, model: torch.nn.Module, encoder: str) -> SparseMLP | None:
+        """The model as a SparseMLP, or None where it is not one (another encoder, a layer this
+        class does not know, an ELU of another alpha)."""
+        net = getattr(model, "net", None)
+        if encoder != "bitmap768" or not isinstance(net, torch.nn.Sequential):
+            return None
+
+        def arr(t: torch.Tensor) -> np.ndarray:
+            return t.detach().double().numpy()
+
+        layers: list[list] = []
+        for m in net:
+            name = type(m).__name__
+            if name in ("Flatten", "Dropout"):
+                continue
+            if name == "Linear":
+                layers.append([arr(m.weight).T.copy(), arr(m.bias), ""])
+            elif name == "BatchNorm1d" and layers and not layers[-1][2]:
+                scale = arr(m.weight) / np.sqrt(arr(m.running_var) + m.eps)
+                w, b = layers[-1][:2]
+                layers[-1][:2] = [w * scale, (b - arr(m.running_mean)) * scale + arr(m.bias)]
+            elif name in cls.ACTIVATIONS and layers and not layers[-1][2] and getattr(m, "alpha", 1.0) == 1.0:
+                layers[-1][2] = name
+            else:
+                return None
+        if not layers or layers[0][0].shape[0] != 768:
+            return None
+        return cls([(w, b, a) for w, b, a in layers])
+
+    def __call__(self, planes: np.ndarray, mirrored: np.ndarray) -> np.ndarray:
+        """(N, outputs) float32 from the store's planes (N, 96) uint8 and which rows to mirror."""
+        # The set bits: byte j of a row holds squares 8(j % 8) .. +7 of plane j // 8, so bit i of it
+        # is feature 8j + i (plane * 64 + square); a board's features come out in order, row by row.
+        r, j = np.nonzero(planes)
+        bit = _BYTE_BITS[planes[r, j]]
+        keep = bit >= 0
+        cols = ((j * 8)[:, None] + bit)[keep]
+        rows = np.broadcast_to(r[:, None], bit.shape)[keep]
+        cols = cols + 768 * mirrored[rows]
+        if len(planes) == 1:
+            h = self.first[cols].sum(0, keepdims=True)
+        else:  # each row's features side by side, padded with the zero row: one gather, one sum
+            counts = np.bincount(rows, minlength=len(planes))
+            idx = np.full((len(planes), max(int(counts.max()), 1)), 2 * 768)
+            idx[rows, np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows]] = cols
+            h = self.first[idx].sum(1)
+        h = h + self.bias
+        if self.act:
+            h = self.ACTIVATIONS[self.act](h)
+        for w, b, act in self.rest:
+            h = h @ w + b
+            if act:
+                h = self.ACTIVATIONS[act](h)
+        return h
+
+
+class NetworkEvaluator:
+    """Scores boards with a checkpoint's best model (see the module docstring for the units).
+    `sparse`: on the CPU, an MLP over bitmap768 runs as a SparseMLP (the same scores, within
+    float32 rounding); False keeps torch."""
+
+    def __init__(
+        self, checkpoint: Path | str, name: str = "", device: str = "cpu", threads: int = 1, sparse: bool = True
+    ):
         if threads:
             torch.set_num_threads(threads)
         self.device = resolve_device(device)
@@ -70,7 +164,7 @@ class NetworkEvaluator:
         self.encoder = get_encoder(ck["encoder"]["name"])
         self.pov = checkpoint_pov(ck)
         self.name = name or f"{cfg['model']}_{cfg['encoder']}_{self.dataset}"
-        self._values: torch.Tensor | None = None
+        self._values: np.ndarray | None = None
         self._clip = 0.0
         self._cp_per_unit = 0.0
         self._expected = False
@@ -79,9 +173,9 @@ class NetworkEvaluator:
         elif self.classes == 0 and "clip_cp" not in DATASETS[self.dataset].defaults and self.dataset in CP_PER_UNIT:
             self._cp_per_unit = float(CP_PER_UNIT[self.dataset])
         elif self.classes == 3:
-            self._values = torch.tensor([-WDL_SCALE, 0.0, WDL_SCALE], device=self.device)
+            self._values = np.array([-WDL_SCALE, 0.0, WDL_SCALE])
         elif self.classes in (15, 20):
-            self._values = torch.from_numpy(class_midpoints(self.classes)).to(self.device)
+            self._values = class_midpoints(self.classes).astype(np.float64)
         elif self.classes == 0:
             defaults = DATASETS[self.dataset].defaults
             if defaults.get("target_kind", "linear") != "linear" or "clip_cp" not in defaults:
@@ -89,26 +183,33 @@ class NetworkEvaluator:
             self._clip = float(defaults["clip_cp"])
         else:
             raise ValueError(f"{self.dataset}: {self.classes} classes have no score mapping")
+        self.sparse = SparseMLP.of(self.model, self.encoder.name) if sparse and self.device.type == "cpu" else None
 
-    @torch.no_grad()
     def evaluate(self, boards: Sequence[chess.Board]) -> np.ndarray:
         planes, white, castling = board_arrays(boards)
-        white_t = torch.from_numpy(white)
-        mirrored = ~white_t if self.pov == "side_to_move" else torch.zeros_like(white_t)
-        batch = Batch(torch.from_numpy(planes), white_t, torch.from_numpy(castling), mirrored).to(self.device)
-        out = self.model(self.encoder(batch)).float()
-        if self._values is not None:
-            score = torch.softmax(out, dim=1) @ self._values
-        elif self._expected:
-            score = (2 * out.squeeze(1) - 1) * WDL_SCALE
-        elif self._cp_per_unit:
-            score = out.squeeze(1) * self._cp_per_unit
+        mirrored = ~white if self.pov == "side_to_move" else np.zeros_like(white)
+        if self.sparse is not None:
+            out = self.sparse(planes, mirrored).astype(np.float64)
         else:
-            score = out.squeeze(1) * (2 * self._clip) - self._clip
-        score = score.cpu().numpy().astype(np.float64)
+            out = self._forward(planes, white, castling, mirrored)
+        if self._values is not None:
+            e = np.exp(out - out.max(1, keepdims=True))
+            score = (e / e.sum(1, keepdims=True)) @ self._values
+        elif self._expected:
+            score = (2 * out[:, 0] - 1) * WDL_SCALE
+        elif self._cp_per_unit:
+            score = out[:, 0] * self._cp_per_unit
+        else:
+            score = out[:, 0] * (2 * self._clip) - self._clip
         if self.pov == "white":
             score = np.where(white, score, -score)
         return score
+
+    @torch.no_grad()
+    def _forward(self, planes: np.ndarray, white: np.ndarray, castling: np.ndarray, mirrored: np.ndarray) -> np.ndarray:
+        """The torch model's outputs (N, outputs) float64."""
+        batch = Batch(*(torch.from_numpy(a) for a in (planes, white, castling, mirrored))).to(self.device)
+        return self.model(self.encoder(batch)).float().cpu().numpy().astype(np.float64)
 
 
 def _compares(preset: str) -> bool:

@@ -184,6 +184,55 @@ def test_network_evaluator_scores_boards_as_the_model_saw_its_rows(store, tmp_pa
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize(
+    "dataset,model",
+    [
+        ("sabatelli_3class", "mlp3"),  # ReLU and dropout; Black to move mirrored
+        ("sabatelli_3class", "mlp_regression"),  # batch norm folded into its linear layer; ELU
+        ("lubeck_wdl", "lubeck"),  # White's view: Black's scores negated
+    ],
+)
+def test_an_mlp_on_bitmap768_plays_as_numpy_with_the_torch_models_scores(store, tmp_path, dataset, model):
+    """On the CPU such an evaluator runs without torch (SparseMLP): for each board alone, as the
+    capture search asks, and for a batch, the torch model's scores within float32 rounding."""
+    from pipeline.encoding import board_from_row
+    from training.evaluator import NetworkEvaluator
+
+    r = train(
+        TrainConfig(
+            store=str(store.root), dataset=dataset, model=model, hidden=(64, 32), epochs=1, out=str(tmp_path / "run")
+        ),
+        log=lambda s: None,
+    )
+    fast, slow = NetworkEvaluator(r.checkpoint), NetworkEvaluator(r.checkpoint, sparse=False)
+    assert fast.sparse is not None and slow.sparse is None
+    rows = pq.read_table(dataset_dir(store, dataset) / "test.parquet").slice(0, 64).to_pylist()
+    boards = [
+        board_from_row(
+            x["planes"], x["side_to_move"], x["castling"], x["ep_square"], x["halfmove_clock"], x["fullmove_number"]
+        )
+        for x in rows
+    ]
+    assert {b.turn for b in boards} == {True, False}
+    expected = slow.evaluate(boards)
+    assert np.ptp(expected) > 1.0  # scores that differ, so a mix-up of rows would show
+    np.testing.assert_allclose(fast.evaluate(boards), expected, rtol=1e-4, atol=1e-3)
+    alone = np.array([fast.evaluate([b])[0] for b in boards])
+    np.testing.assert_allclose(alone, expected, rtol=1e-4, atol=1e-3)
+
+
+def test_only_an_mlp_on_bitmap768_plays_as_numpy(store, tmp_path):
+    from training.evaluator import NetworkEvaluator
+
+    r = train(
+        TrainConfig(
+            store=str(store.root), model="mlp3", encoder="features", hidden=(32,), epochs=1, out=str(tmp_path / "f")
+        ),
+        log=lambda s: None,
+    )
+    assert NetworkEvaluator(r.checkpoint).sparse is None  # another encoder: torch plays it
+
+
 def test_the_material_mlp_trains_and_states_its_leads_over_the_baselines(store, tmp_path):
     # The demo's network (mlp_material on bitmap768_counts: weight decay, a-h mirroring) through the
     # same loop; its leads are the differences of the accuracies measured apart, on the test rows,
