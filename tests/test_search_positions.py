@@ -1,0 +1,120 @@
+"""scripts/search_positions.py on a real static-labelled dataset (200 FICS games): the train rows
+kept and followed by children of them, none of them held out or repeated, each labelled as
+Stockfish's own `eval` scores it (asked here directly, not through the project's evaluator),
+val and test unchanged; and its refusals in one line."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import chess
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.encoding import fens_from_columns
+from tests.stores import first_games
+from training.data import LoaderConfig, ParquetBatches
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = Path(__file__).parents[1] / "scripts" / "search_positions.py"
+CLI = Path(sys.executable).parent / "chess-pipeline"
+_SPEC = importlib.util.spec_from_file_location("search_positions", SCRIPT)
+study = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(study)
+
+
+def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "CHESS_PIPELINE_DEBUG"}
+    done = subprocess.run([*args], capture_output=True, text=True, env=env, timeout=600)
+    if check:
+        assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory, fics_2022) -> Path:
+    tmp = tmp_path_factory.mktemp("search_positions")
+    pgn = tmp / "games.pgn"
+    first_games(fics_2022, 200, pgn)
+    home = ["--home", str(tmp / "store")]
+    _run(str(CLI), *home, "ingest", str(pgn))
+    _run(str(CLI), *home, "label", "--static")
+    _run(str(CLI), *home, "datasets", "sabatelli_regression", "--label-static")
+    return tmp / "store" / "datasets" / "sabatelli_regression"
+
+
+def _stockfish_eval_cp(stockfish: str, fens: list[str]) -> list[float]:
+    """White's centipawns from Stockfish's `eval`, read straight off its output."""
+    commands = "".join(f"position fen {f}\neval\n" for f in fens) + "quit\n"
+    out = subprocess.run([stockfish], input=commands, capture_output=True, text=True, timeout=120).stdout
+    return [float(line.split()[2]) * 100 for line in out.splitlines() if line.startswith("Final evaluation")]
+
+
+def _keys(t) -> list[tuple]:
+    c = t.select(list(study.KEY)).to_pydict()
+    return list(zip(*(c[k] for k in study.KEY), strict=True))
+
+
+def test_children_of_the_train_positions_labelled_by_stockfishs_eval(dataset, tmp_path, stockfish):
+    out = tmp_path / "more"
+    done = _run(sys.executable, str(SCRIPT), "--data", str(dataset), "--out", str(out), "--workers", "2")
+    made = out / "datasets" / "sabatelli_regression"
+    train, grown = pq.read_table(dataset / "train.parquet"), pq.read_table(made / "train.parquet")
+    for split in ("val", "test"):
+        assert (made / f"{split}.parquet").read_bytes() == (dataset / f"{split}.parquet").read_bytes()
+    assert grown.slice(0, len(train)).equals(train)  # the dataset's rows first, as they were
+    new = grown.slice(len(train))
+    assert 0 < len(new) <= 2 * len(train)
+    assert f"train {len(train):,} + {len(new):,} rows" in done.stdout
+
+    held = set(_keys(train))
+    for split in ("val", "test"):
+        held |= set(_keys(pq.read_table(dataset / f"{split}.parquet")))
+    new_keys = _keys(new)
+    assert len(set(new_keys)) == len(new_keys) and not set(new_keys) & held
+
+    rows = new.to_pydict()
+    fens = fens_from_columns(rows["planes"], rows["side_to_move"], rows["castling"], rows["ep_square"])
+    boards = [chess.Board(f) for f in fens]
+    assert all(b.is_valid() and not b.is_check() for b in boards)
+    # every new position is one move from a train position (python-chess's moves, all of them)
+    children = set()
+    for f in fens_from_columns(
+        *(train.column(k).to_pylist() for k in ("planes", "side_to_move", "castling", "ep_square"))
+    ):
+        parent = chess.Board(f)
+        for move in parent.legal_moves:
+            parent.push(move)
+            children.add((parent.board_fen(), parent.turn))
+            parent.pop()
+    assert all((b.board_fen(), b.turn) in children for b in boards)
+    sample = boards[:: max(1, len(boards) // 40)]
+
+    white_cp = np.array(_stockfish_eval_cp(stockfish, [b.fen() for b in sample]))
+    assert len(white_cp) == len(sample)
+    stm_cp = np.where([b.turn == chess.WHITE for b in sample], white_cp, -white_cp)
+    expected = (np.clip(stm_cp, -1500, 1500) + 1500) / 3000
+    got = np.array(rows["target"])[:: max(1, len(boards) // 40)][: len(sample)]
+    np.testing.assert_allclose(got, expected, atol=1e-9)
+    assert np.array_equal(np.array(rows["mirrored"]), np.array(rows["side_to_move"]) == "b")
+
+    loader = ParquetBatches(made / "train.parquet", LoaderConfig(batch_size=4096, shuffle=False))
+    assert sum(len(b.target) for b in loader.epoch(0)) == len(grown)
+
+
+def test_refusals_are_one_line(dataset, tmp_path):
+    taken = tmp_path / "taken" / "datasets" / "sabatelli_regression"
+    taken.mkdir(parents=True)
+    for args, words in (
+        (["--data", str(dataset), "--out", str(tmp_path / "taken")], "exists: give --out a new folder"),
+        (["--data", str(tmp_path / "absent"), "--out", str(tmp_path / "o")], "point --data at a"),
+        (["--data", str(dataset), "--out", str(tmp_path / "o"), "--children", "0"], "--children is at least 1"),
+    ):
+        done = _run(sys.executable, str(SCRIPT), *args, check=False)
+        assert done.returncode != 0
+        assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "o").exists()
