@@ -127,8 +127,8 @@ class SparseMLP:
         cols = ((j * 8)[:, None] + bit)[keep]
         rows = np.broadcast_to(r[:, None], bit.shape)[keep]
         cols = cols + 768 * mirrored[rows]
-        if len(planes) == 1:
-            h = self.first[cols].sum(0, keepdims=True)
+        if len(planes) <= 1:
+            h = self.first[cols].sum(0, keepdims=True)[: len(planes)]
         else:  # each row's features side by side, padded with the zero row: one gather, one sum
             counts = np.bincount(rows, minlength=len(planes))
             idx = np.full((len(planes), max(int(counts.max()), 1)), 2 * 768)
