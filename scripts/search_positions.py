@@ -128,6 +128,7 @@ def rows_of(boards: list[chess.Board], cp: np.ndarray, clip_cp: float, template:
     planes, white, castling = board_arrays(boards)
     n = len(boards)
     stm = np.where(white, "w", "b")
+    cp = np.round(cp)  # whole centipawns, as `label` stores them (Stockfish prints pawns to 2 places)
     target = (np.clip(cp, -clip_cp, clip_cp) + clip_cp) / (2.0 * clip_cp)
     values = {
         "dataset": pa.array([DATASET] * n),
@@ -137,7 +138,7 @@ def rows_of(boards: list[chess.Board], cp: np.ndarray, clip_cp: float, template:
         "ep_square": pa.array([_ep(b) for b in boards], type=pa.int8()),
         "halfmove_clock": pa.array([b.halfmove_clock for b in boards], type=pa.uint32()),
         "fullmove_number": pa.array([b.fullmove_number for b in boards], type=pa.uint32()),
-        "score": pa.array(np.round(cp).astype(np.int32)),
+        "score": pa.array(cp.astype(np.int32)),
         "mirrored": pa.array(~white),
         "linear": pa.array(target),
         "target": pa.array(target),
@@ -160,7 +161,9 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     try:
         run(args)
-    except (OSError, ValueError, RuntimeError) as e:
+    except KeyboardInterrupt:
+        fail(f"interrupted: {args.out} was not written")
+    except (OSError, ValueError, RuntimeError) as e:  # the engine's errors are RuntimeErrors
         if args.debug:
             raise
         fail(f"{type(e).__name__}: {e}")

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.encoding import fens_from_columns
+from tests.engines import faulty_stockfish, static_cp
 from tests.stores import first_games
 from training.data import LoaderConfig, ParquetBatches
 
@@ -45,13 +46,6 @@ def dataset(tmp_path_factory, fics_2022) -> Path:
     _run(str(CLI), *home, "label", "--static")
     _run(str(CLI), *home, "datasets", "sabatelli_regression", "--label-static")
     return tmp / "store" / "datasets" / "sabatelli_regression"
-
-
-def _stockfish_eval_cp(stockfish: str, fens: list[str]) -> list[float]:
-    """White's centipawns from Stockfish's `eval`, read straight off its output."""
-    commands = "".join(f"position fen {f}\neval\n" for f in fens) + "quit\n"
-    out = subprocess.run([stockfish], input=commands, capture_output=True, text=True, timeout=120).stdout
-    return [float(line.split()[2]) * 100 for line in out.splitlines() if line.startswith("Final evaluation")]
 
 
 def _keys(t) -> list[tuple]:
@@ -94,12 +88,11 @@ def test_children_of_the_train_positions_labelled_by_stockfishs_eval(dataset, tm
     assert all((b.board_fen(), b.turn) in children for b in boards)
     sample = boards[:: max(1, len(boards) // 40)]
 
-    white_cp = np.array(_stockfish_eval_cp(stockfish, [b.fen() for b in sample]))
-    assert len(white_cp) == len(sample)
+    white_cp = np.array([static_cp(stockfish, b.fen()) for b in sample])
     stm_cp = np.where([b.turn == chess.WHITE for b in sample], white_cp, -white_cp)
     expected = (np.clip(stm_cp, -1500, 1500) + 1500) / 3000
     got = np.array(rows["target"])[:: max(1, len(boards) // 40)][: len(sample)]
-    np.testing.assert_allclose(got, expected, atol=1e-9)
+    np.testing.assert_allclose(got, expected, atol=1e-9)  # static_cp rounds to a centipawn, as the script
     assert np.array_equal(np.array(rows["mirrored"]), np.array(rows["side_to_move"]) == "b")
 
     loader = ParquetBatches(made / "train.parquet", LoaderConfig(batch_size=4096, shuffle=False))
@@ -117,4 +110,14 @@ def test_refusals_are_one_line(dataset, tmp_path):
         done = _run(sys.executable, str(SCRIPT), *args, check=False)
         assert done.returncode != 0
         assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("mode", ["crash", "garbage"])
+def test_an_engine_that_fails_mid_run_leaves_one_line_and_nothing_written(dataset, tmp_path, stockfish, mode):
+    engine = faulty_stockfish(tmp_path, stockfish, mode, n=100)
+    args = ["--data", str(dataset), "--out", str(tmp_path / "o"), "--workers", "1", "--stockfish", engine]
+    done = _run(sys.executable, str(SCRIPT), *args, check=False)
+    assert done.returncode != 0
+    assert len(done.stderr.strip().splitlines()) == 1 and "search_positions: EngineError" in done.stderr, done.stderr
     assert not (tmp_path / "o").exists()
