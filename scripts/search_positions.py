@@ -16,7 +16,8 @@ chosen at random (seeded by the seed and the row). It keeps each child that is:
 Each is labelled by Stockfish's `eval` (pipeline.stockfish_eval, one engine a worker) from a FEN
 with halfmove clock 0, as `chess-pipeline label` labels every position (Stockfish scales its
 evaluation down as the fifty-move count grows). Its target is the dataset's: the linear map of
-the side to move's centipawns, clipped at `clip_cp`.
+the centipawns, clipped at `clip_cp`, from the side to move's view or White's as the dataset's
+`pov` says.
 
 It writes OUT/datasets/sabatelli_regression/: train.parquet holds the train rows and then the
 new ones (the columns the loader reads, `mirrored` for Black to move as the dataset has it, the
@@ -123,12 +124,15 @@ def _label(fens: list[str], evaluator) -> list[float]:
     return evaluator.evaluate([chess.Board(f) for f in fens]).tolist()
 
 
-def rows_of(boards: list[chess.Board], cp: np.ndarray, clip_cp: float, template: pa.Schema) -> pa.Table:
-    """The new rows in the train file's schema: the loader's columns and the position's; the rest null."""
+def rows_of(boards: list[chess.Board], cp: np.ndarray, params: dict, template: pa.Schema) -> pa.Table:
+    """The new rows in the train file's schema: the loader's columns and the position's; the rest
+    null. `cp`: the side to move's centipawns; the score and target take the dataset's `pov`."""
     planes, white, castling = board_arrays(boards)
     n = len(boards)
     stm = np.where(white, "w", "b")
-    cp = np.round(cp)  # whole centipawns, as `label` stores them (Stockfish prints pawns to 2 places)
+    clip_cp = float(params.get("clip_cp", 1500))
+    mirrored = ~white if params.get("pov", "side_to_move") == "side_to_move" else np.zeros(n, dtype=bool)
+    cp = np.round(np.where(mirrored | white, cp, -cp))  # the row's view; whole centipawns, as `label` stores them
     target = (np.clip(cp, -clip_cp, clip_cp) + clip_cp) / (2.0 * clip_cp)
     values = {
         "dataset": pa.array([DATASET] * n),
@@ -139,7 +143,7 @@ def rows_of(boards: list[chess.Board], cp: np.ndarray, clip_cp: float, template:
         "halfmove_clock": pa.array([b.halfmove_clock for b in boards], type=pa.uint32()),
         "fullmove_number": pa.array([b.fullmove_number for b in boards], type=pa.uint32()),
         "score": pa.array(cp.astype(np.int32)),
-        "mirrored": pa.array(~white),
+        "mirrored": pa.array(mirrored),
         "linear": pa.array(target),
         "target": pa.array(target),
         "split": pa.array(["train"] * n),
@@ -180,7 +184,6 @@ def run(args: argparse.Namespace) -> None:
     if out.exists():
         fail(f"{out} exists: give --out a new folder")
     params = dataset_params(splits["train"])
-    clip_cp = float(params.get("clip_cp", 1500))
     start = time.monotonic()
     train = pq.read_table(splits["train"])
     held_out = position_keys(pq.read_table(splits["val"])) | position_keys(pq.read_table(splits["test"]))
@@ -200,7 +203,7 @@ def run(args: argparse.Namespace) -> None:
     labels = ordered_map(_label, tasks, args.workers, _engine, (args.stockfish,), progress=progress)
     cp = np.array([x for part in labels for x in part], dtype=np.float64)
     print(f"\nStockfish's eval: {len(cp):,} positions in {time.monotonic() - t0:.0f} s")
-    new = rows_of(boards, cp, clip_cp, train.schema)
+    new = rows_of(boards, cp, params, train.schema)
     tmp = out.parent / f".{DATASET}.partial"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)

@@ -121,3 +121,16 @@ def test_an_engine_that_fails_mid_run_leaves_one_line_and_nothing_written(datase
     assert done.returncode != 0
     assert len(done.stderr.strip().splitlines()) == 1 and "search_positions: EngineError" in done.stderr, done.stderr
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("pov", ["side_to_move", "white"])
+def test_a_rows_score_and_target_take_the_datasets_point_of_view(pov):
+    import pyarrow as pa
+
+    template = pa.schema([("planes", pa.binary(96)), ("side_to_move", pa.string()), ("score", pa.int32()),
+                          ("mirrored", pa.bool_()), ("target", pa.float64()), ("game_id", pa.int64())])  # fmt: skip
+    black = chess.Board("4k3/8/8/8/8/8/8/3QK3 b - - 0 1")  # Black to move, White a queen up
+    rows = study.rows_of([black], np.array([-900.0]), {"pov": pov, "clip_cp": 1500}, template).to_pylist()[0]
+    score = -900 if pov == "side_to_move" else 900
+    assert rows["score"] == score and rows["mirrored"] == (pov == "side_to_move")
+    assert rows["target"] == pytest.approx((score + 1500) / 3000) and rows["game_id"] is None
