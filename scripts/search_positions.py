@@ -38,6 +38,7 @@ import json
 import random
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -49,7 +50,8 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from pipeline.encoding import fens_from_columns  # noqa: E402
+from pipeline.encoding import fens_from_columns, zobrist  # noqa: E402
+from pipeline.engine import UciEngine, find_stockfish  # noqa: E402
 from pipeline.parallel import ordered_map, task_seed  # noqa: E402
 from pipeline.search import board_arrays  # noqa: E402
 
@@ -125,24 +127,32 @@ def _label(fens: list[str], evaluator) -> list[float]:
 
 
 def rows_of(boards: list[chess.Board], cp: np.ndarray, params: dict, template: pa.Schema) -> pa.Table:
-    """The new rows in the train file's schema: the loader's columns and the position's; the rest
-    null. `cp`: the side to move's centipawns; the score and target take the dataset's `pov`."""
+    """The new rows in the train file's schema: the position (its key, planes, side to move,
+    castling, en passant, clocks), the label (White's centipawns, the row's score, both targets)
+    and the `mirrored` flag; the game's columns null. `cp`: the side to move's centipawns; the
+    score and targets take the dataset's `pov`."""
     planes, white, castling = board_arrays(boards)
     n = len(boards)
     stm = np.where(white, "w", "b")
     clip_cp = float(params.get("clip_cp", 1500))
     mirrored = ~white if params.get("pov", "side_to_move") == "side_to_move" else np.zeros(n, dtype=bool)
-    cp = np.round(np.where(mirrored | white, cp, -cp))  # the row's view; whole centipawns, as `label` stores them
+    white_cp = np.round(np.where(white, cp, -cp))  # whole centipawns, as `label` stores them
+    cp = np.where(mirrored, -white_cp, white_cp)  # the row's view
     target = (np.clip(cp, -clip_cp, clip_cp) + clip_cp) / (2.0 * clip_cp)
+    ep = [_ep(b) for b in boards]
     values = {
         "dataset": pa.array([DATASET] * n),
         "planes": pa.array([p.tobytes() for p in planes], type=pa.binary(96)),
         "side_to_move": pa.array(stm.tolist()),
         "castling": pa.array(castling, type=pa.uint8()),
-        "ep_square": pa.array([_ep(b) for b in boards], type=pa.int8()),
+        "position_key": pa.array(zobrist(planes, castling, np.array([-1 if e is None else e for e in ep]), white)),
+        "ep_square": pa.array(ep, type=pa.int8()),
         "halfmove_clock": pa.array([b.halfmove_clock for b in boards], type=pa.uint32()),
         "fullmove_number": pa.array([b.fullmove_number for b in boards], type=pa.uint32()),
+        "cp_white": pa.array(white_cp.astype(np.int32)),
+        "score_white": pa.array(white_cp.astype(np.int32)),
         "score": pa.array(cp.astype(np.int32)),
+        "win_prob": pa.array(1.0 / (1.0 + 10.0 ** (-cp / float(params.get("wp_scale", 400.0))))),
         "mirrored": pa.array(mirrored),
         "linear": pa.array(target),
         "target": pa.array(target),
@@ -167,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
         run(args)
     except KeyboardInterrupt:
         fail(f"interrupted: {args.out} was not written")
-    except (OSError, ValueError, RuntimeError) as e:  # the engine's errors are RuntimeErrors
+    except (OSError, ValueError, RuntimeError, KeyError, TypeError) as e:  # the engine's: RuntimeErrors
         if args.debug:
             raise
         fail(f"{type(e).__name__}: {e}")
@@ -193,6 +203,9 @@ def run(args: argparse.Namespace) -> None:
     fens = fens_from_columns(cols["planes"], cols["side_to_move"], cols["castling"], cols["ep_square"])
     boards = children(fens, args.children, args.seed, held_out)
     print(f"{len(boards):,} new positions from {len(fens):,} train positions ({time.monotonic() - start:.0f} s)")
+    engine = UciEngine(find_stockfish(args.stockfish)).start()
+    print(f"labelling with {engine.name} ({engine.path}), as the dataset's labels should be")
+    engine.close()
     t0 = time.monotonic()
     tasks = [[b.fen() for b in boards[i : i + CHUNK]] for i in range(0, len(boards), CHUNK)]
 
@@ -204,15 +217,21 @@ def run(args: argparse.Namespace) -> None:
     cp = np.array([x for part in labels for x in part], dtype=np.float64)
     print(f"\nStockfish's eval: {len(cp):,} positions in {time.monotonic() - t0:.0f} s")
     new = rows_of(boards, cp, params, train.schema)
-    tmp = out.parent / f".{DATASET}.partial"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{DATASET}.", dir=out.parent))  # this run's own; renamed when whole
+    tmp.chmod(0o755)  # as a folder the pipeline makes, not mkdtemp's 0700
     with pq.ParquetWriter(tmp / "train.parquet", train.schema) as w:
         w.write_table(train, row_group_size=16_384)
         w.write_table(new, row_group_size=16_384)
     for s in ("val", "test"):
         shutil.copyfile(splits[s], tmp / f"{s}.parquet")
+    if out.exists():
+        shutil.rmtree(tmp)
+        fail(f"{out} appeared while this run labelled: nothing written; give --out a new folder")
     tmp.rename(out)  # whole or not at all
+    if not len(new):
+        print(f"{out}: no new position (train {len(train):,} rows as they were)")
+        return
     old, added = train.column("target").to_numpy(), new.column("target").to_numpy()
     print(
         f"{out}: train {len(train):,} + {len(new):,} rows; target mean / std: dataset {old.mean():.3f} / "

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import chess
+import chess.polyglot
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -94,6 +95,11 @@ def test_children_of_the_train_positions_labelled_by_stockfishs_eval(dataset, tm
     got = np.array(rows["target"])[:: max(1, len(boards) // 40)][: len(sample)]
     np.testing.assert_allclose(got, expected, atol=1e-9)  # static_cp rounds to a centipawn, as the script
     assert np.array_equal(np.array(rows["mirrored"]), np.array(rows["side_to_move"]) == "b")
+    assert rows["position_key"] == [chess.polyglot.zobrist_hash(b) for b in boards]  # the store's key
+    score = np.array(rows["score"])
+    assert np.array_equal(score, np.where(np.array(rows["mirrored"]), -1, 1) * np.array(rows["cp_white"]))
+    np.testing.assert_allclose(rows["win_prob"], 1 / (1 + 10 ** (-score / 400)))
+    assert "labelling with Stockfish" in done.stdout
 
     loader = ParquetBatches(made / "train.parquet", LoaderConfig(batch_size=4096, shuffle=False))
     assert sum(len(b.target) for b in loader.epoch(0)) == len(grown)

@@ -77,7 +77,10 @@ class SparseMLP:
     search calls its evaluator once a capture node with one board, where torch's fixed cost a
     call (about 100 us) is more than this whole forward pass."""
 
-    ACTIVATIONS = {"ReLU": lambda x: np.maximum(x, 0.0), "ELU": lambda x: np.where(x > 0, x, np.expm1(x))}
+    ACTIVATIONS = {
+        "ReLU": lambda x: np.maximum(x, 0.0),
+        "ELU": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0.0))),  # no overflow where x > 0
+    }
 
     def __init__(self, layers: list[tuple[np.ndarray, np.ndarray, str]]):
         # layers: (weight (in, out), bias (out,), activation after it or "") in order; the first is sparse
@@ -91,18 +94,22 @@ class SparseMLP:
     def of(cls, model: torch.nn.Module, encoder: str) -> SparseMLP | None:
         """The model as a SparseMLP, or None where it is not one (another encoder, a layer this
         class does not know, an ELU of another alpha)."""
-        net = getattr(model, "net", None)
-        if encoder != "bitmap768" or not isinstance(net, torch.nn.Sequential):
+        from training.models import MLP
+
+        if encoder != "bitmap768" or not isinstance(model, MLP):  # MLP.forward is net(x), nothing else
             return None
 
         def arr(t: torch.Tensor) -> np.ndarray:
             return t.detach().double().numpy()
 
         layers: list[list] = []
-        for m in net:
+        for m in model.net:
             name = type(m).__name__
             if name in ("Flatten", "Dropout"):
                 continue
+            tensors = {"Linear": ("weight", "bias"), "BatchNorm1d": ("weight", "bias", "running_mean", "running_var")}
+            if any(getattr(m, t) is None for t in tensors.get(name, ())):  # no bias, no affine or no running stats
+                return None
             if name == "Linear":
                 layers.append([arr(m.weight).T.copy(), arr(m.bias), ""])
             elif name == "BatchNorm1d" and layers and not layers[-1][2]:
@@ -184,6 +191,10 @@ class NetworkEvaluator:
         else:
             raise ValueError(f"{self.dataset}: {self.classes} classes have no score mapping")
         self.sparse = SparseMLP.of(self.model, self.encoder.name) if sparse and self.device.type == "cpu" else None
+        if self.sparse is not None and threads:
+            from threadpoolctl import threadpool_limits
+
+            threadpool_limits(threads, user_api="blas")  # numpy's matrix products, as torch's above (process-wide)
 
     def evaluate(self, boards: Sequence[chess.Board]) -> np.ndarray:
         planes, white, castling = board_arrays(boards)
