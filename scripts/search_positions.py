@@ -20,15 +20,16 @@ the centipawns, clipped at `clip_cp`, from the side to move's view or White's as
 `pov` says.
 
 It writes OUT/datasets/sabatelli_regression/: train.parquet holds the train rows and then the
-new ones (the columns the loader reads, `mirrored` for Black to move as the dataset has it, the
-others null); val.parquet and test.parquet are copied unchanged. So a model trained on it is
-measured on the same held-out positions as one trained on the dataset alone:
+new ones (the position's key and columns, the label's, both targets and `mirrored` as the
+dataset sets them; the game's columns null); val.parquet and test.parquet are copied
+unchanged. So a model trained on it is measured on the same held-out positions as one trained
+on the dataset alone:
 
     python scripts/search_positions.py --data STORE/datasets/sabatelli_regression --out MORE
     python -m training.train --store MORE --dataset sabatelli_regression --model mlp_material --hidden 256 32
 
-Prints the counts, the labelling rate and the new rows' target distribution beside the train
-rows'. Add `--debug` for tracebacks.
+Prints the engine, the counts, the labelling rate and the new rows' target distribution beside
+the train rows'. Add `--debug` for tracebacks.
 """
 
 from __future__ import annotations
