@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import chess  # noqa: E402
+import chess.polyglot  # noqa: E402
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
@@ -57,8 +58,6 @@ from pipeline.parallel import ordered_map, task_seed  # noqa: E402
 from pipeline.search import board_arrays  # noqa: E402
 
 DATASET = "sabatelli_regression"
-KEY = ("planes", "side_to_move", "castling", "ep_square")
-"""What makes two rows the same position here (the store's position identity, clocks aside)."""
 CHUNK = 2048
 """Children a worker labels in one task."""
 
@@ -82,12 +81,13 @@ def dataset_params(path: Path) -> dict:
     return params
 
 
-def position_keys(t: pa.Table) -> set[tuple]:
-    cols = t.select(list(KEY)).to_pydict()
-    return set(zip(*(cols[k] for k in KEY), strict=True))
+def position_keys(path: Path) -> set[int]:
+    """The split's positions: their polyglot keys, the store's position identity (the leakage
+    guard's too)."""
+    return set(pq.read_table(path, columns=["position_key"]).column("position_key").to_pylist())
 
 
-def children(fens: list[str], count: int, seed: int, held_out: set[tuple]) -> list[chess.Board]:
+def children(fens: list[str], count: int, seed: int, held_out: set[int]) -> list[chess.Board]:
     """`count` random children of each position (fewer where it has fewer moves), those not
     over, not in check and not held out; each position once, its clocks 0 and 1."""
     out, seen = [], set()
@@ -97,7 +97,7 @@ def children(fens: list[str], count: int, seed: int, held_out: set[tuple]) -> li
         for move in random.Random(task_seed(seed, row)).sample(moves, min(count, len(moves))):
             board.push(move)
             if not board.is_check() and not board.is_game_over(claim_draw=False):
-                key = _key(board)
+                key = chess.polyglot.zobrist_hash(board)  # = position_key (pipeline.encoding.zobrist)
                 if key not in seen and key not in held_out:
                     seen.add(key)
                     child = board.copy(stack=False)
@@ -110,11 +110,6 @@ def children(fens: list[str], count: int, seed: int, held_out: set[tuple]) -> li
 def _ep(board: chess.Board) -> int | None:
     """The store's en passant square: only where a pawn of the side to move could take there."""
     return board.ep_square if board.has_pseudo_legal_en_passant() else None
-
-
-def _key(board: chess.Board) -> tuple:
-    planes, white, castling = board_arrays([board])
-    return (planes[0].tobytes(), "w" if white[0] else "b", int(castling[0]), _ep(board))
 
 
 def _engine(binary: str | None):
@@ -197,8 +192,8 @@ def run(args: argparse.Namespace) -> None:
     params = dataset_params(splits["train"])
     start = time.monotonic()
     train = pq.read_table(splits["train"])
-    held_out = position_keys(pq.read_table(splits["val"])) | position_keys(pq.read_table(splits["test"]))
-    held_out |= position_keys(train)  # a child that is a train position already has its row
+    held_out = position_keys(splits["val"]) | position_keys(splits["test"])
+    held_out |= position_keys(splits["train"])  # a child that is a train position already has its row
     source = train.slice(0, args.max_rows) if args.max_rows else train
     cols = source.select(["planes", "side_to_move", "castling", "ep_square"]).to_pydict()
     fens = fens_from_columns(cols["planes"], cols["side_to_move"], cols["castling"], cols["ep_square"])

@@ -49,9 +49,8 @@ def dataset(tmp_path_factory, fics_2022) -> Path:
     return tmp / "store" / "datasets" / "sabatelli_regression"
 
 
-def _keys(t) -> list[tuple]:
-    c = t.select(list(study.KEY)).to_pydict()
-    return list(zip(*(c[k] for k in study.KEY), strict=True))
+def _keys(t) -> list[int]:
+    return t.column("position_key").to_pylist()
 
 
 def test_children_of_the_train_positions_labelled_by_stockfishs_eval(dataset, tmp_path, stockfish):
