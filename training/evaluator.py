@@ -83,6 +83,9 @@ class SparseMLP:
         "ELU": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0.0))),  # no overflow where x > 0
     }
 
+    TENSORS = {"Linear": ("weight", "bias"), "BatchNorm1d": ("weight", "bias", "running_mean", "running_var")}
+    """What each layer kind must hold to be folded into numpy."""
+
     def __init__(self, layers: list[tuple[np.ndarray, np.ndarray, str]]):
         # layers: (weight (in, out), bias (out,), activation after it or "") in order; the first is sparse
         first, bias, act = layers[0]
@@ -108,8 +111,7 @@ class SparseMLP:
             name = type(m).__name__
             if name in ("Flatten", "Dropout"):
                 continue
-            tensors = {"Linear": ("weight", "bias"), "BatchNorm1d": ("weight", "bias", "running_mean", "running_var")}
-            if any(getattr(m, t) is None for t in tensors.get(name, ())):  # no bias, no affine or no running stats
+            if any(getattr(m, t) is None for t in cls.TENSORS.get(name, ())):  # no bias, affine or running stats
                 return None
             if name == "Linear":
                 layers.append([arr(m.weight).T.copy(), arr(m.bias), ""])
