@@ -146,13 +146,21 @@ def test_cuda_training_path(store, tmp_path):
     assert r.device.startswith("cuda") and r.test["rows"] > 0
 
 
+def _test_boards(store, dataset: str, n: int = 64) -> tuple[list[dict], list]:
+    """The first n rows of the dataset's test split, and each as a python-chess board."""
+    from pipeline.encoding import board_from_row
+
+    rows = pq.read_table(dataset_dir(store, dataset) / "test.parquet").slice(0, n).to_pylist()
+    fields = ("planes", "side_to_move", "castling", "ep_square", "halfmove_clock", "fullmove_number")
+    return rows, [board_from_row(*(x[f] for f in fields)) for x in rows]
+
+
 @pytest.mark.parametrize(
     "dataset,model,encoder", [("sabatelli_3class", "mlp3", "features"), ("lubeck_wdl", "lubeck", "bitmap768")]
 )
 def test_network_evaluator_scores_boards_as_the_model_saw_its_rows(store, tmp_path, dataset, model, encoder):
     """Boards from python-chess, encoded at play time, get the score the model gives the same
     positions read by the training loader (mirrored Black-to-move rows for side-to-move data)."""
-    from pipeline.encoding import board_from_row
     from training.evaluator import WDL_SCALE, NetworkEvaluator
 
     r = train(
@@ -169,13 +177,7 @@ def test_network_evaluator_scores_boards_as_the_model_saw_its_rows(store, tmp_pa
     with torch.no_grad():
         p = torch.softmax(ev.model(get_encoder(encoder)(batch)), dim=1).numpy()
     expected = WDL_SCALE * (p[:, 2] - p[:, 0])  # win minus loss, from the row's point of view
-    rows = pq.read_table(path).slice(0, 64).to_pylist()
-    boards = [
-        board_from_row(
-            x["planes"], x["side_to_move"], x["castling"], x["ep_square"], x["halfmove_clock"], x["fullmove_number"]
-        )
-        for x in rows
-    ]
+    rows, boards = _test_boards(store, dataset)
     got = ev.evaluate(boards)
     black = np.array([x["side_to_move"] == "b" for x in rows])
     assert black.any() and (~black).any()
@@ -195,7 +197,6 @@ def test_network_evaluator_scores_boards_as_the_model_saw_its_rows(store, tmp_pa
 def test_an_mlp_on_bitmap768_plays_as_numpy_with_the_torch_models_scores(store, tmp_path, dataset, model):
     """On the CPU such an evaluator runs without torch (SparseMLP): for each board alone, as the
     capture search asks, and for a batch, the torch model's scores within float32 rounding."""
-    from pipeline.encoding import board_from_row
     from training.evaluator import NetworkEvaluator
 
     r = train(
@@ -206,13 +207,7 @@ def test_an_mlp_on_bitmap768_plays_as_numpy_with_the_torch_models_scores(store, 
     )
     fast, slow = NetworkEvaluator(r.checkpoint), NetworkEvaluator(r.checkpoint, sparse=False)
     assert fast.sparse is not None and slow.sparse is None
-    rows = pq.read_table(dataset_dir(store, dataset) / "test.parquet").slice(0, 64).to_pylist()
-    boards = [
-        board_from_row(
-            x["planes"], x["side_to_move"], x["castling"], x["ep_square"], x["halfmove_clock"], x["fullmove_number"]
-        )
-        for x in rows
-    ]
+    _, boards = _test_boards(store, dataset)
     assert {b.turn for b in boards} == {True, False}
     expected = slow.evaluate(boards)
     assert np.ptp(expected) > 1.0  # scores that differ, so a mix-up of rows would show
