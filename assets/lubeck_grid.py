@@ -13,7 +13,9 @@ evaluation instead of the network (no checkpoint needed), the reference of a bet
 evaluation, named stockfish_static. Either way its report is reports/lubeck_grid_<name>.md (and
 .png, the checkpoint's path in it) and its rows go under model <name> and asset
 lubeck_grid_<name> (evaluation_results keeps the newest run of each asset), so the network's
-report and rows stay as they were.
+report and rows stay as they were. `name: NAME` names the challenger (its report, rows and
+PGN player) in place of either, so two checkpoints of the same model, encoder and dataset
+(trained on more positions, say) keep a report each.
 """
 
 import functools
@@ -87,15 +89,17 @@ def lubeck_grid(
     except ValueError as e:
         raise dg.Failure(str(e)) from None
     if cfg.challenger == "network" and cfg.checkpoint:
-        name = played_checkpoint(cfg)
+        name = played_checkpoint(cfg)  # checks the file before any game, whatever the name
+        name = cfg.name or name
         factory = functools.partial(load_evaluator, cfg.checkpoint, name)
     elif cfg.challenger == "network":
-        name = MODEL
-        factory = functools.partial(load_evaluator, checkpoint_of(context, MODEL), MODEL)
+        name = cfg.name or MODEL
+        factory = functools.partial(load_evaluator, checkpoint_of(context, MODEL), name)
     else:
-        name = StockfishStaticEvaluator.name
+        name = cfg.name or StockfishStaticEvaluator.name
         factory = functools.partial(StockfishStaticEvaluator, stockfish.binary())
-    stem = "lubeck_grid" if name == MODEL else f"lubeck_grid_{name}"  # report, png and results asset
+    model_asset = cfg.challenger == "network" and not cfg.checkpoint and not cfg.name
+    stem = "lubeck_grid" if model_asset else f"lubeck_grid_{name}"  # report, png and results asset
     start = time.monotonic()
     with memory_connection(st) as con:
         fens = candidate_fens(con, cfg)

@@ -35,6 +35,7 @@ games: with draws it is a little wider than needed) and the Elo difference with 
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -59,6 +60,10 @@ GRID_SUITE = "lubeck_grid/"
 /captures<n> after it for a grid with the capture search (GridConfig.quiescence)."""
 
 
+_NAME = re.compile(r"[A-Za-z0-9._-]+")
+"""A challenger's name: it names the report's files and the rows' asset."""
+
+
 @dataclass(frozen=True)
 class GridConfig:
     challenger: Challenger = "network"
@@ -71,6 +76,11 @@ class GridConfig:
     of lubeck_wdl_mlp's, any model training.evaluator scores (e.g. a CNN trained on a GPU with
     `python -m training.train`); its rows, report and player are named after the checkpoint's
     model, encoder and dataset. Empty: lubeck_wdl_mlp's latest materialisation."""
+    name: str = ""
+    """The challenger's name in place of the one it plays under (lubeck_wdl_mlp, the checkpoint's
+    model_encoder_dataset, stockfish_static): its rows, report and PGN player take it, so two
+    checkpoints of the same model, encoder and dataset (e.g. trained on more positions) keep a
+    report each. Letters, digits, '.', '_' and '-'; empty: the name it plays under."""
     depths: tuple[int, ...] = (2, 4, 6)
     """Search depths (plies): the most each player searches in a cell (Lubeck: 2, 4, 6)."""
     seconds: tuple[float, ...] = (1.0, 2.0, 5.0)
@@ -122,6 +132,10 @@ class GridConfig:
             problems.append(f"challenger must be one of {', '.join(get_args(Challenger))}, got {self.challenger!r}")
         elif self.checkpoint and self.challenger != "network":
             problems.append(f"checkpoint is played by the network challenger only, not by {self.challenger}")
+        if self.name and not _NAME.fullmatch(self.name):
+            problems.append(f"name must be letters, digits, '.', '_' or '-' (it names a file), got {self.name!r}")
+        elif self.name == MaterialEvaluator.name:
+            problems.append(f"name must not be {MaterialEvaluator.name}, the traditional evaluation's")
         if not self.depths or min(self.depths) < 1:
             problems.append(f"depths must be one or more plies of at least 1, got {list(self.depths)}")
         if not self.seconds or min(self.seconds) <= 0:

@@ -231,6 +231,35 @@ def test_a_checkpoint_file_plays_in_place_of_the_model_asset_under_its_own_name(
     pgn = next((store.root / "matches" / "lubeck_grid").glob("*.pgn")).read_text()
     assert pgn.count(f'"{name}') == 4  # 2 games, the challenger White in one and Black in the other
 
+    # The same checkpoint again under a name of its own (as a network trained on more positions
+    # would be): a report and rows of its own, the first checkpoint's left as they were.
+    first = (store.root / "reports" / f"{grid}.md").read_text()
+    first_rows = _asset_rows(store, grid)
+    again = _materialize(store, {**config, "name": "round-3.mlp"}, StockfishResource(workers=2))
+    assert again.success
+    with memory_connection(store) as con:
+        named = con.sql(
+            "SELECT DISTINCT model, suite, asset FROM evaluation_results WHERE asset <> $a", params={"a": grid}
+        )
+        assert sorted(named.fetchall()) == [
+            ("lubeck_wdl_mlp", "lubeck_grid/quiet/depth1/1s", "lubeck_grid"),
+            ("round-3.mlp", "lubeck_grid/quiet/depth1/1s", "lubeck_grid_round-3.mlp"),
+            ("round-3.mlp", "lubeck_grid/tactical/depth1/1s", "lubeck_grid_round-3.mlp"),
+        ]
+    assert _asset_rows(store, grid) == first_rows
+    assert (store.root / "reports" / f"{grid}.md").read_text() == first
+    report = (store.root / "reports" / "lubeck_grid_round-3.mlp.md").read_text()
+    assert report.startswith("# Lubeck's experiment grid: round-3.mlp against the traditional evaluation")
+    assert "![score per cell](lubeck_grid_round-3.mlp.png)" in report
+    assert (store.root / "reports" / "lubeck_grid_round-3.mlp.png").stat().st_size > 0
+    run_id = again.run_id
+    assert (store.root / "matches" / "lubeck_grid" / f"{run_id}.pgn").read_text().count('"round-3.mlp') == 4
+
+
+def _asset_rows(store: Store, asset: str) -> list[tuple]:
+    with memory_connection(store) as con:
+        return sorted(con.sql("SELECT * FROM evaluation_results WHERE asset = $a", params={"a": asset}).fetchall())
+
 
 def _unplayable(tmp_path: Path, what: str, source: Path) -> Path:
     """A checkpoint file the grid cannot play: missing, not a torch file, a network's weights under

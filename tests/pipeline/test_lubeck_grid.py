@@ -62,6 +62,9 @@ def test_default_grid_is_lubecks_and_has_a_cell_per_depth_time_and_start_kind():
         ({"calibration_depth": -1}, r"calibration_depth must be at least 1, got -1"),
         ({"max_eval_cp": 0}, r"max_eval_cp must be at least 1, got 0"),
         ({"quiescence": -1}, r"quiescence must be 0 \(none\) or plies of captures, got -1"),
+        ({"name": "round 3"}, r"name must be letters, digits, '\.', '_' or '-' \(it names a file\), got 'round 3'"),
+        ({"name": "../report"}, r"name must be letters"),
+        ({"name": "material_pst"}, r"name must not be material_pst, the traditional evaluation's"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_valid_values(change, words):
