@@ -6,7 +6,8 @@ import dagster as dg
 
 from assets.config import config_from
 from assets.metadata import png_md
-from assets.resources import StoreResource
+from assets.progress import run_progress
+from assets.resources import StockfishResource, StoreResource
 from pipeline.datasets import (
     DATASETS,
     SPLITS,
@@ -18,6 +19,8 @@ from pipeline.datasets import (
     PieceValuesParams,
     SabatelliParams,
     SabatelliRegressionParams,
+    SabatelliSearchParams,
+    SearchEngine,
     SplitConfig,
     build_dataset,
 )
@@ -49,6 +52,7 @@ def _config(params: type, name: str, base: type = DatasetConfig) -> type:
 LabelSettingConfig = _config(LabelSetting, "LabelSettingConfig")
 SabatelliConfig = _config(SabatelliParams, "SabatelliConfig", LabelSettingConfig)
 SabatelliRegressionConfig = _config(SabatelliRegressionParams, "SabatelliRegressionConfig", SabatelliConfig)
+SabatelliSearchConfig = _config(SabatelliSearchParams, "SabatelliSearchConfig")
 DeepChessConfig = _config(DeepChessParams, "DeepChessConfig")
 LubeckConfig = _config(LubeckParams, "LubeckConfig")
 HuiConfig = _config(HuiParams, "HuiConfig")
@@ -59,6 +63,7 @@ CONFIGS = {
     "sabatelli_15class": SabatelliConfig,
     "sabatelli_20class": SabatelliConfig,
     "sabatelli_regression": SabatelliRegressionConfig,
+    "sabatelli_regression_search": SabatelliSearchConfig,
     "deepchess": DeepChessConfig,
     "lubeck_wdl": LubeckConfig,
     "hui_checkmate": HuiConfig,
@@ -102,6 +107,8 @@ def _results(name: str, stats: DatasetStats):
     }
     if stats.empty_reason:
         metadata["empty_reason"] = dg.MetadataValue.text(stats.empty_reason)
+    if spec.search:
+        metadata["searched_by_round"] = dg.MetadataValue.json(stats.searched)
     if spec.classes:
         metadata["class_histogram"] = dg.MetadataValue.md(_histogram_md(stats, spec.classes))
         metadata["class_shares"] = png_md(class_bars_png(stats.histogram, spec.classes, name), "class shares")
@@ -177,25 +184,54 @@ def dataset_asset(name: str) -> dg.AssetsDefinition:
         dg.AssetCheckSpec("rows_per_split", asset=name, description="train, val and test are not empty"),
     ]
 
-    @dg.asset(
-        name=name,
-        group_name=GROUP,
-        deps=deps,
-        check_specs=checks,
-        description=f"{spec.description}. SQL: `sql/datasets/{name}.sql`; files "
-        f"`datasets/{name}/{{train,val,test}}.parquet`.",
-    )
-    def _dataset(context: dg.AssetExecutionContext, config: config_cls, store: StoreResource):
-        stats = build_dataset(store.get(), name, config.params(), config.split())
+    def build(context: dg.AssetExecutionContext, config, store: StoreResource, engine: SearchEngine | None = None):
+        from pipeline.engine import EngineError
+
+        try:
+            stats = build_dataset(store.get(), name, config.params(), config.split(), engine=engine)
+        except ValueError as e:  # settings the set refuses (a search set: labels that are not static)
+            raise dg.Failure(f"{name}: {e}") from None
+        except EngineError as e:  # a search set's engine died or spoke garbage: its files stay as they were
+            raise dg.Failure(f"{name}: {e} (the dataset's files were not changed)") from None
         context.log.info(
             f"{name}: rows {stats.rows}, removed by the leakage guard {stats.removed}, "
             f"label coverage {coverage_text(stats.label_coverage, stats.candidates)}"
+            + (f", searched children added by round {stats.searched}" if spec.search else "")
         )
         if stats.empty_reason:
             context.log.info(f"{name} has no rows: {stats.empty_reason}")
         yield from _results(name, stats)
 
-    return _dataset
+    asset = dg.asset(
+        name=name,
+        group_name=GROUP,
+        deps=deps,
+        check_specs=checks,
+        description=f"{spec.description}. SQL: `sql/datasets/{spec.sql or name}.sql`"
+        + ("; the children by pipeline/search_positions.py" if spec.search else "")
+        + f"; files `datasets/{name}/{{train,val,test}}.parquet`.",
+    )
+    if not spec.search:
+
+        @asset
+        def _dataset(context: dg.AssetExecutionContext, config: config_cls, store: StoreResource):
+            yield from build(context, config, store)
+
+        return _dataset
+
+    @asset
+    def _searched(
+        context: dg.AssetExecutionContext, config: config_cls, store: StoreResource, stockfish: StockfishResource
+    ):
+        progress = run_progress(context, "searched children labelled")
+        engine = SearchEngine(stockfish.binary(), stockfish.workers, context.log.info, progress.set)
+        yield from build(context, config, store, engine)
+
+    return _searched
 
 
-dataset_assets = [dataset_asset(name) for name in DATASETS]
+dataset_assets = [dataset_asset(name) for name, spec in DATASETS.items() if not spec.search]
+"""The datasets built by their SQL alone (the store is their only resource)."""
+searched_dataset_assets = [dataset_asset(name) for name, spec in DATASETS.items() if spec.search]
+"""The datasets whose train split grows by searched children (Stockfish labels them: they need the
+`stockfish` resource too)."""

@@ -26,6 +26,7 @@ def build_defs(environ=os.environ) -> dg.Definitions:
             ingest.duckdb_views,
             labels.labels_for_profile(profile),  # embedded: one run over every shard; cluster: a run each
             *datasets.dataset_assets,
+            *datasets.searched_dataset_assets,
             *training.model_assets,
             training.model_results,
             *evaluation.evaluation_assets,

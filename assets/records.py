@@ -141,6 +141,8 @@ class DatasetMetadata(Record):
     label_coverage: float | None
     empty_reason: str | None = None
     """Written only when the dataset has no rows."""
+    searched_by_round: list[int] | None = None
+    """A searched set's (DatasetSpec.search): the train rows each round of children added."""
 
     def split_rows(self) -> dict[str, int]:
         return {"train": self.rows_train, "val": self.rows_val, "test": self.rows_test}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -86,6 +87,30 @@ class SabatelliRegressionParams(SabatelliParams):
 
 
 @dataclass(frozen=True)
+class SabatelliSearchParams(SabatelliRegressionParams):
+    label_kind: LimitKind = "static"
+    """Label setting the targets come from: static only (the searched children are labelled by
+    Stockfish's static eval, so the game positions they join must be too)."""
+    label_value: int = 0
+    """Ignored for static."""
+    search_children: tuple[int, ...] = (2, 1, 1)
+    """One round each: children of every train row so far a round adds (pipeline.search_positions)."""
+    search_seed: int = 0
+    """Seed of the first round's random moves (round r: this + r)."""
+
+    def __post_init__(self):
+        if self.label_kind != "static":
+            raise ValueError(
+                f"label_kind must be static, got {self.label_kind}: the searched children are labelled by "
+                "Stockfish's static eval, so the game positions they join must be (`--label-static`)"
+            )
+        if not self.search_children or min(self.search_children) < 1:
+            raise ValueError(
+                f"search_children must be one or more counts of at least 1, got {list(self.search_children)}"
+            )
+
+
+@dataclass(frozen=True)
 class DeepChessParams:
     sample_seed: int = 0
     """Seed of the random choice of positions within each game."""
@@ -132,6 +157,11 @@ class DatasetSpec:
     """The dataclass of its SQL parameters (its fields and defaults: the published setting)."""
     candidates: str = ""
     """Which positions the SQL takes, with {parameter} placeholders (for the empty-set message)."""
+    sql: str = ""
+    """The SQL file it runs (sql/datasets/<sql>.sql); empty: its name's."""
+    search: bool = False
+    """Its train split grows by rounds of searched children (pipeline.search_positions), labelled
+    by Stockfish's static eval as the set is built."""
 
     @property
     def defaults(self) -> dict:
@@ -171,6 +201,16 @@ DATASETS = {
             0,
             params=SabatelliRegressionParams,
             candidates=_RATED,
+        ),
+        DatasetSpec(
+            "sabatelli_regression_search",
+            "sabatelli_regression on static labels, its train split grown by rounds of random children "
+            "of its positions (those a search scores), each labelled by Stockfish's static eval",
+            0,
+            params=SabatelliSearchParams,
+            candidates=_RATED,
+            sql="sabatelli_regression",
+            search=True,
         ),
         DatasetSpec(
             "deepchess",
@@ -248,6 +288,8 @@ class DatasetStats:
     """split -> (mean, std, min, max) for regression targets."""
     overlap: dict = field(default_factory=dict)
     """Position keys shared by two splits in the written files (all 0 when the guard held)."""
+    searched: list = field(default_factory=list)
+    """Train rows each round of searched children added (DatasetSpec.search)."""
     folder: str = ""
     empty_reason: str = ""
     """Why no position made it into the set (empty when some did): what is missing and the fix."""
@@ -292,11 +334,12 @@ def dataset_values(name: str, params: dict | None = None) -> dict:
             raise ValueError(f"{name}: {param} must be one of {', '.join(get_args(choice))}; got {values[param]!r}")
     if "label_kind" in values:
         values["label_value"] = Limit(values["label_kind"], values["label_value"]).value
+    spec.params(**values)  # the set's own checks (SabatelliSearchParams: static labels only)
     return values
 
 
 def _sql(name: str) -> str:
-    return load_sql(f"datasets/{name}").rstrip().rstrip(";")
+    return load_sql(f"datasets/{DATASETS[name].sql or name}").rstrip().rstrip(";")
 
 
 def _candidates(con, name: str, values: dict) -> tuple[int, int]:
@@ -364,15 +407,36 @@ def empty_reason(con, name: str, values: dict, candidates: int) -> str:
     )
 
 
+@dataclass(frozen=True)
+class SearchEngine:
+    """What grows a DatasetSpec.search set: the engine that labels its children, the processes
+    that run it, and where the rounds and progress are told."""
+
+    binary: str
+    workers: int = 0
+    """Engine processes (0: one per usable core)."""
+    log: Callable[[str], None] = print
+    progress: Callable[[int, int], None] | None = None
+    """progress(children labelled, children of the round)."""
+
+
 def build_dataset(
-    store: Store, name: str, params: dict | None = None, split: SplitConfig = SplitConfig(), out: Store | None = None
+    store: Store,
+    name: str,
+    params: dict | None = None,
+    split: SplitConfig = SplitConfig(),
+    out: Store | None = None,
+    engine: SearchEngine | None = None,
 ) -> DatasetStats:
     """Materialise one dataset (DATASETS[name]) with params over its defaults, from the store's
     tables into `out`'s datasets/<name>/ (default: the store's own; the reproduction's
-    published-split copies go to a store of their own)."""
+    published-split copies go to a store of their own). A DatasetSpec.search set needs `engine`
+    (the same Stockfish as its labels' when `label_engine` names one)."""
     out = out or store
     values = dataset_values(name, params)
     spec = DATASETS[name]
+    if spec.search:
+        _check_engine(name, values, engine)
     stats = DatasetStats(name)
     with memory_connection(store) as con:
         stats.candidates, stats.unlabelled = _candidates(con, name, values)
@@ -400,13 +464,8 @@ def build_dataset(
         if spec.classes:
             for s, cls, n in con.execute("SELECT split, target, count(*) FROM split_rows GROUP BY ALL").fetchall():
                 stats.histogram.setdefault(s, {})[int(cls)] = n
-        else:
-            for s, *summary in con.execute(
-                "SELECT split, avg(target), stddev_pop(target), min(target), max(target) FROM split_rows GROUP BY 1"
-            ).fetchall():
-                stats.target_summary[s] = tuple(summary)
         made = datetime.now(UTC)
-        built = json.dumps({"dataset": name, "params": values, "split": asdict(split)})
+        tables = {}
         for s in SPLITS:
             table = con.sql(
                 "SELECT $dataset AS dataset, * EXCLUDE (split), split, $made AS materialised_at "
@@ -414,12 +473,55 @@ def build_dataset(
                 params={"dataset": name, "split": s, "made": made},
             ).to_arrow_table()
             i = table.schema.get_field_index("planes")
-            table = table.set_column(i, "planes", table.column("planes").cast(pa.binary(96)))  # as in positions
-            table = table.replace_schema_metadata({**(table.schema.metadata or {}), BUILT_KEY: built})
-            write_parquet(dataset_dir(out, name) / f"{s}.parquet", table, row_group_size=ROW_GROUP)
+            tables[s] = table.set_column(i, "planes", table.column("planes").cast(pa.binary(96)))  # as in positions
+    if spec.search and tables["train"].num_rows:
+        tables["train"], stats.searched = _searched(name, tables, values, made, engine)
+        stats.rows["train"] = tables["train"].num_rows
+    if not spec.classes:
+        for s, table in tables.items():
+            if table.num_rows:
+                t = table.column("target").to_numpy()
+                stats.target_summary[s] = (float(t.mean()), float(t.std()), float(t.min()), float(t.max()))
+    built = json.dumps({"dataset": name, "params": values, "split": asdict(split)})
+    for s, table in tables.items():
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), BUILT_KEY: built})
+        write_parquet(dataset_dir(out, name) / f"{s}.parquet", table, row_group_size=ROW_GROUP)
     stats.folder = str(dataset_dir(out, name))
     stats.overlap = split_overlap(out, name)
     return stats
+
+
+def _check_engine(name: str, values: dict, engine: SearchEngine | None) -> None:
+    """A search set's engine is given, and is the one its labels name (when they name one)."""
+    if engine is None:
+        raise ValueError(f"{name} labels its searched children with Stockfish: give it the engine")
+    if values["label_engine"]:
+        from pipeline.engine import UciEngine
+
+        uci = UciEngine(engine.binary).start()
+        uci.close()
+        if uci.name != values["label_engine"]:
+            raise ValueError(
+                f"{name}: its labels are {values['label_engine']}'s (label_engine), but the engine that would "
+                f"label its children is {uci.name} ({engine.binary}): give the same engine, or an empty label_engine"
+            )
+
+
+def _searched(name: str, tables: dict, values: dict, made, engine: SearchEngine) -> tuple[pa.Table, list[int]]:
+    """The train table grown by pipeline.search_positions (its dataset and materialised_at
+    columns set on the new rows as on the old), and the rows each round added."""
+    from pipeline.search_positions import grow
+
+    held_out = set()
+    for table in tables.values():
+        held_out.update(table.column("position_key").to_pylist())
+    train = tables["train"]
+    grown, added = grow(train, held_out, values, engine.binary, engine.workers, engine.log, engine.progress)
+    n = grown.num_rows
+    for column, value in (("dataset", name), ("materialised_at", made)):
+        i = grown.schema.get_field_index(column)
+        grown = grown.set_column(i, grown.schema.field(i), pa.array([value] * n, type=grown.schema.field(i).type))
+    return grown, added
 
 
 def _num_rows(path) -> int:

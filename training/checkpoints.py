@@ -29,8 +29,12 @@ from training.data import ParquetBatches
 from training.encoders import get_encoder
 from training.models import PRESETS, build_model
 
-CP_PER_UNIT = {"sabatelli_regression": 2 * DATASETS["sabatelli_regression"].defaults["clip_cp"], "piece_values": 100}
-"""Centipawns per unit of a regression target (for the cp mean absolute error)."""
+CP_PER_UNIT = {
+    **{name: 2 * spec.defaults["clip_cp"] for name, spec in DATASETS.items() if "clip_cp" in spec.defaults},
+    "piece_values": 100,
+}
+"""Centipawns per unit of a regression target (for the cp mean absolute error): the clipped
+linear map's span (sabatelli_regression and its searched set), and pawns."""
 
 
 def resolve_device(name: Device) -> torch.device:

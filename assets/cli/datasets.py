@@ -32,9 +32,15 @@ class DatasetSummary:
         m = self.metadata
         rows = ", ".join(f"{s} {n:,}" for s, n in m.split_rows().items())
         removed = ", ".join(f"{s} {n:,}" for s, n in m.removed_by_guard().items())
+        searched = m.searched_by_round
         return (
             f"{self.name}: {rows} (leakage guard removed {removed}); label coverage "
             f"{coverage_text(m.label_coverage, m.candidates)}"
+            + (
+                f"; searched children added to train, round by round: {', '.join(f'{n:,}' for n in searched)}"
+                if searched
+                else ""
+            )
             + (f"; checks not passed: {', '.join(self.checks_failed)}" if self.checks_failed else "")
         )
 
@@ -65,10 +71,21 @@ def check_request(names: list[str], label: dict[str, Any]) -> list[str]:
     setting given to datasets built from the games alone."""
     from pipeline.datasets import DATASETS
 
+    asked = names
     names = names or list(DATASETS)
     unknown = [n for n in names if n not in DATASETS]
     if unknown:
         raise SystemExit(f"chess-pipeline datasets: no dataset {', '.join(unknown)}; known: {', '.join(DATASETS)}")
+    searched = [n for n in names if DATASETS[n].search]
+    if searched and label.get("label_kind", "static") != "static":
+        why = (
+            f"{', '.join(searched)} {'is' if len(searched) == 1 else 'are'} built on static labels only (the "
+            "searched children are labelled by Stockfish's static eval)"
+        )
+        if asked:
+            raise SystemExit(f"chess-pipeline datasets: {why}: give --label-static, or no label setting")
+        print(f"chess-pipeline datasets: leaving out {why}; build with --label-static for them", file=sys.stderr)
+        names = [n for n in names if n not in searched]
     if label and not any(takes_labels(n) for n in names):
         raise SystemExit(
             f"chess-pipeline datasets: {', '.join(names)} {'takes' if len(names) == 1 else 'take'} no "
@@ -89,13 +106,15 @@ def build_datasets(
     class's defaults, the `split` and, for those built from labels, the `label` setting
     (label_kind, label_value, label_engine: LabelSetting's fields) over them."""
     from assets.config import sources
-    from assets.datasets import CONFIGS, DatasetConfig, dataset_assets
+    from assets.datasets import CONFIGS, DatasetConfig, dataset_assets, searched_dataset_assets
 
     names = check_request(names or [], label or {})
     fields = dict(sources(DatasetConfig))[SplitConfig]  # {config field: SplitConfig field}
     split_fields = {key: getattr(split or SplitConfig(), name) for key, name in fields.items()}
     ops = {n: CONFIGS[n](**split_fields, **((label or {}) if takes_labels(n) else {})) for n in names}
-    result = require_success(materialize(dataset_assets, store, instance, selection=names, ops=ops), "datasets")
+    result = require_success(
+        materialize([*dataset_assets, *searched_dataset_assets], store, instance, selection=names, ops=ops), "datasets"
+    )
     failed: dict[str, list[str]] = {}
     for e in result.get_asset_check_evaluations():
         if not e.passed:
@@ -161,11 +180,12 @@ def _add_label_flags(parser: argparse.ArgumentParser) -> None:
 
     default = LabelSetting()
     docs = field_docs(LabelSetting)
-    takers = ", ".join(n for n, spec in DATASETS.items() if "label_kind" in spec.defaults)
+    takers = ", ".join(n for n, spec in DATASETS.items() if "label_kind" in spec.defaults and not spec.search)
+    searched = ", ".join(n for n, spec in DATASETS.items() if spec.search)
     g = parser.add_argument_group(
         "label setting",
         f"{docs['label_kind']} Default: {setting_text(default.label_kind, default.label_value)}. "
-        f"For the datasets built from labels: {takers}.".replace("%", "%%"),
+        f"For the datasets built from labels: {takers}; and {searched}, static only.".replace("%", "%%"),
     )
     one = g.add_mutually_exclusive_group()
     for k in LIMIT_KINDS:

@@ -8,7 +8,7 @@ import dagster as dg
 import pytest
 
 from assets.cli import build_parser, main
-from assets.datasets import dataset_assets
+from assets.datasets import dataset_assets, searched_dataset_assets
 from assets.labels import labels, relabel_schedule_from_env
 from assets.resources import StockfishResource, StoreResource
 from assets.training import MODELS, PROFILES, model_assets
@@ -18,15 +18,15 @@ from pipeline.labels import Order
 from training.choices import Device, Profile
 from training.train import TrainConfig
 
-DATASET = {a.key.to_user_string(): a for a in dataset_assets}
+DATASET = {a.key.to_user_string(): a for a in [*dataset_assets, *searched_dataset_assets]}
 MODEL = model_assets[0]
 CASES = [  # (asset, config field, its type, a misspelling)
     (labels, "limit", LimitKind, "dpeth"),
     (labels, "order", Order, "olds"),
-    *((a, "split_by", SplitBy, "gmae") for a in dataset_assets),
+    *((a, "split_by", SplitBy, "gmae") for a in DATASET.values()),
     *((DATASET[n], "label_kind", LimitKind, "nods") for n, s in DATASETS.items() if "label_kind" in s.defaults),
     *((DATASET[n], "pov", Pov, "whtie") for n, s in DATASETS.items() if "pov" in s.defaults),
-    (DATASET["sabatelli_regression"], "target_kind", TargetKind, "winprob"),
+    *((DATASET[n], "target_kind", TargetKind, "winprob") for n, s in DATASETS.items() if "target_kind" in s.defaults),
     (MODEL, "profile", Profile, "ful"),
     (MODEL, "device", Device, "gpu"),
 ]

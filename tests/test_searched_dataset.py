@@ -1,0 +1,140 @@
+"""The dataset sabatelli_regression_search built by `chess-pipeline datasets` on a real
+static-labelled store (100 FICS games): sabatelli_regression's rows as they are, then round by
+round children of the rows before, none of them held out or repeated, each labelled as
+Stockfish's own `eval` scores it (asked here directly, not through the project's evaluator);
+the same build twice gives the same rows; a failing engine leaves the files as they were."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import chess
+import chess.polyglot
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.encoding import fens_from_columns
+from tests.engines import faulty_stockfish, static_cp
+from tests.stores import first_games
+from training.data import LoaderConfig, ParquetBatches
+
+pytestmark = pytest.mark.slow
+
+CLI = Path(sys.executable).parent / "chess-pipeline"
+NAME = "sabatelli_regression_search"
+BUILT = ["dataset", "materialised_at"]
+"""Columns a build sets anew (which set, when)."""
+
+
+def _run(*args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k != "CHESS_PIPELINE_DEBUG"} | env
+    done = subprocess.run([*args], capture_output=True, text=True, env=environ, timeout=600)
+    if check:
+        assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
+def _rounds(stdout: str) -> list[int]:
+    line = next(x for x in stdout.splitlines() if x.startswith(f"{NAME}:"))
+    return [int(n.replace(",", "")) for n in line.split("round by round: ")[1].split(";")[0].split(", ")]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, fics_2022):
+    tmp = tmp_path_factory.mktemp("searched_dataset")
+    pgn = tmp / "games.pgn"
+    first_games(fics_2022, 100, pgn)
+    home = [str(CLI), "--home", str(tmp / "store")]
+    _run(*home, "ingest", str(pgn))
+    _run(*home, "label", "--static")
+    done = _run(*home, "datasets", "sabatelli_regression", NAME, "--label-static")
+    return home, tmp / "store" / "datasets", done.stdout
+
+
+def _table(folder: Path, split: str):
+    return pq.read_table(folder / f"{split}.parquet")
+
+
+def _boards(t) -> list[chess.Board]:
+    cols = [t.column(k).to_pylist() for k in ("planes", "side_to_move", "castling", "ep_square")]
+    return [chess.Board(f) for f in fens_from_columns(*cols)]
+
+
+def _children(boards: list[chess.Board]) -> set[int]:
+    """Every legal move's position of each board, by python-chess's own moves and key."""
+    out = set()
+    for parent in boards:
+        for move in parent.legal_moves:
+            parent.push(move)
+            out.add(chess.polyglot.zobrist_hash(parent))
+            parent.pop()
+    return out
+
+
+def test_rounds_of_children_of_the_rows_before_each_labelled_by_stockfishs_eval(built, stockfish):
+    _, datasets, stdout = built
+    base, grown = datasets / "sabatelli_regression", datasets / NAME
+    for split in ("val", "test"):
+        assert _table(grown, split).drop(BUILT).equals(_table(base, split).drop(BUILT))
+    train, rows = _table(base, "train"), _table(grown, "train")
+    assert rows.slice(0, len(train)).drop(BUILT).equals(train.drop(BUILT))  # its rows first, as they were
+    assert set(rows.column("dataset").to_pylist()) == {NAME} and len(set(rows.column("materialised_at"))) == 1
+    rounds = _rounds(stdout)
+    assert len(rounds) == 3 and all(rounds) and len(rows) == len(train) + sum(rounds)
+
+    held = set(train.column("position_key").to_pylist())  # the game positions (some in many games)
+    for split in ("val", "test"):
+        held |= set(_table(base, split).column("position_key").to_pylist())
+    added = rows.slice(len(train)).column("position_key").to_pylist()
+    assert len(set(added)) == len(added) and not set(added) & held  # each once, none held out
+
+    # Rounds 1 and 2: each row a child of a row before its round (round 3 grows the same way).
+    before = _boards(train)
+    for r, n in enumerate(rounds[:2]):
+        start = len(before)
+        new = _boards(rows.slice(start, n))
+        assert len(new) == n and all(b.is_valid() and not b.is_check() and not b.is_game_over() for b in new)
+        assert {chess.polyglot.zobrist_hash(b) for b in new} <= _children(before), f"round {r + 1}"
+        assert n <= [2, 1][r] * start
+        before += new
+
+    new = rows.slice(len(train)).to_pydict()
+    boards = _boards(rows.slice(len(train)))
+    assert new["position_key"] == [chess.polyglot.zobrist_hash(b) for b in boards]  # the store's key
+    step = max(1, len(boards) // 40)  # about 40 of them asked of Stockfish directly
+    white_cp = np.array([static_cp(stockfish, b.fen()) for b in boards[::step]])
+    assert np.array_equal(np.array(new["cp_white"][::step]), white_cp)
+    stm_cp = np.where([b.turn == chess.WHITE for b in boards[::step]], white_cp, -white_cp)
+    np.testing.assert_allclose(new["target"][::step], (np.clip(stm_cp, -1500, 1500) + 1500) / 3000, atol=1e-12)
+    assert np.array_equal(np.array(new["mirrored"]), np.array(new["side_to_move"]) == "b")
+    score = np.array(new["score"])
+    assert np.array_equal(score, np.where(np.array(new["mirrored"]), -1, 1) * np.array(new["cp_white"]))
+    np.testing.assert_allclose(new["win_prob"], 1 / (1 + 10 ** (-score / 400)))
+    assert all(v is None for v in new["game_id"])
+
+    loader = ParquetBatches(grown / "train.parquet", LoaderConfig(batch_size=4096, shuffle=False))
+    assert sum(len(b.target) for b in loader.epoch(0)) == len(rows)
+
+
+def test_the_same_build_again_gives_the_same_rows(built):
+    home, datasets, stdout = built
+    first = {s: _table(datasets / NAME, s).drop(BUILT) for s in ("train", "val", "test")}
+    again = _run(*home, "datasets", NAME)  # its defaults: static labels
+    assert _rounds(again.stdout) == _rounds(stdout)
+    for s, table in first.items():
+        assert _table(datasets / NAME, s).drop(BUILT).equals(table), s
+
+
+@pytest.mark.parametrize("mode", ["crash", "garbage"])
+def test_an_engine_that_fails_mid_run_fails_it_in_one_line_and_leaves_the_files(built, tmp_path, stockfish, mode):
+    home, datasets, _ = built
+    files = {p.name: p.read_bytes() for p in (datasets / NAME).glob("*.parquet")}
+    engine = faulty_stockfish(tmp_path, stockfish, mode, n=100)
+    done = _run(*home, "datasets", NAME, check=False, STOCKFISH_PATH=engine)
+    assert done.returncode != 0
+    err = done.stderr.strip()  # Dagster's own ERROR lines (the step, the run) and then the CLI's one line
+    assert "Traceback" not in err and err.splitlines()[-1].startswith(f"chess-pipeline: datasets failed: {NAME}: ")
+    assert err.endswith("(the dataset's files were not changed)"), err
+    assert {p.name: p.read_bytes() for p in (datasets / NAME).glob("*.parquet")} == files
