@@ -109,6 +109,7 @@ def _results(name: str, stats: DatasetStats):
         metadata["empty_reason"] = dg.MetadataValue.text(stats.empty_reason)
     if spec.search:
         metadata["searched_by_round"] = dg.MetadataValue.json(stats.searched)
+        metadata["searched_unlabelled"] = stats.searched_unlabelled
     if spec.classes:
         metadata["class_histogram"] = dg.MetadataValue.md(_histogram_md(stats, spec.classes))
         metadata["class_shares"] = png_md(class_bars_png(stats.histogram, spec.classes, name), "class shares")
@@ -189,9 +190,9 @@ def dataset_asset(name: str) -> dg.AssetsDefinition:
 
         try:
             stats = build_dataset(store.get(), name, config.params(), config.split(), engine=engine)
-        except ValueError as e:  # settings the set refuses (a search set: labels that are not static)
-            raise dg.Failure(f"{name}: {e}") from None
-        except EngineError as e:  # a search set's engine died or spoke garbage: its files stay as they were
+        except ValueError as e:  # settings the set refuses (a search set: labels of another kind or engine)
+            raise dg.Failure(str(e) if str(e).startswith(name) else f"{name}: {e}") from None
+        except EngineError as e:  # a search set's engines could not be kept going: its files stay as they were
             raise dg.Failure(f"{name}: {e} (the dataset's files were not changed)") from None
         context.log.info(
             f"{name}: rows {stats.rows}, removed by the leakage guard {stats.removed}, "
@@ -223,8 +224,7 @@ def dataset_asset(name: str) -> dg.AssetsDefinition:
     def _searched(
         context: dg.AssetExecutionContext, config: config_cls, store: StoreResource, stockfish: StockfishResource
     ):
-        progress = run_progress(context, "searched children labelled")
-        engine = SearchEngine(stockfish.binary(), stockfish.workers, context.log.info, progress.set)
+        engine = SearchEngine(stockfish.pool, context.log.info, lambda what: run_progress(context, what).set)
         yield from build(context, config, store, engine)
 
     return _searched

@@ -28,6 +28,7 @@ from assets.evaluation import GROUP, checkpoint_of, write_png
 from assets.metadata import png_md
 from assets.progress import run_progress
 from assets.resources import StockfishResource, StoreResource
+from assets.training import MODELS
 from pipeline.lubeck_grid import GridConfig
 from pipeline.store import atomic_path
 
@@ -89,17 +90,21 @@ def lubeck_grid(
     except ValueError as e:
         raise dg.Failure(str(e)) from None
     if cfg.challenger == "network" and cfg.checkpoint:
-        name = played_checkpoint(cfg)  # checks the file before any game, whatever the name
-        name = cfg.name or name
-        factory = functools.partial(load_evaluator, cfg.checkpoint, name)
-    elif cfg.challenger == "network":
-        name = cfg.name or MODEL
-        factory = functools.partial(load_evaluator, checkpoint_of(context, MODEL), name)
+        own = played_checkpoint(cfg)  # checks the file before any game, whatever the name
     else:
-        name = cfg.name or StockfishStaticEvaluator.name
+        own = MODEL if cfg.challenger == "network" else StockfishStaticEvaluator.name
+    name = cfg.name or own
+    taken = {*MODELS, StockfishStaticEvaluator.name}  # other players' rows and reports
+    if name != own and name in taken:
+        raise dg.Failure(
+            f"name {name} is {'a model asset' if name in MODELS else 'another challenger'}'s: its rows and report "
+            "would be mixed with this run's; give another name"
+        )
+    if cfg.challenger == "network":
+        factory = functools.partial(load_evaluator, cfg.checkpoint or checkpoint_of(context, MODEL), name)
+    else:
         factory = functools.partial(StockfishStaticEvaluator, stockfish.binary())
-    model_asset = cfg.challenger == "network" and not cfg.checkpoint and not cfg.name
-    stem = "lubeck_grid" if model_asset else f"lubeck_grid_{name}"  # report, png and results asset
+    stem = "lubeck_grid" if name == MODEL else f"lubeck_grid_{name}"  # report, png and results asset
     start = time.monotonic()
     with memory_connection(st) as con:
         fens = candidate_fens(con, cfg)

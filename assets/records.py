@@ -143,6 +143,8 @@ class DatasetMetadata(Record):
     """Written only when the dataset has no rows."""
     searched_by_round: list[int] | None = None
     """A searched set's (DatasetSpec.search): the train rows each round of children added."""
+    searched_unlabelled: int | None = None
+    """A searched set's: children left out, the engine gave no evaluation (after the pool's retries)."""
 
     def split_rows(self) -> dict[str, int]:
         return {"train": self.rows_train, "val": self.rows_val, "test": self.rows_test}

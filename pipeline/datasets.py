@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from pipeline import storage
 from pipeline.duck import glob_escape, load_sql, memory_connection
-from pipeline.engine import LIMIT_KINDS, Limit, LimitKind
+from pipeline.engine import LIMIT_KINDS, EnginePool, Limit, LimitKind
 from pipeline.store import Store, write_parquet
 
 SPLITS = ("train", "val", "test")
@@ -96,7 +96,8 @@ class SabatelliSearchParams(SabatelliRegressionParams):
     search_children: tuple[int, ...] = (2, 1, 1)
     """One round each: children of every train row so far a round adds (pipeline.search_positions)."""
     search_seed: int = 0
-    """Seed of the first round's random moves (round r: this + r)."""
+    """Seed of the first round's random moves; round r's is this + r, so seeds next to each other
+    share rounds' draws (seeds a round count apart, e.g. 0 and 10, do not)."""
 
     def __post_init__(self):
         if self.label_kind != "static":
@@ -290,6 +291,8 @@ class DatasetStats:
     """Position keys shared by two splits in the written files (all 0 when the guard held)."""
     searched: list = field(default_factory=list)
     """Train rows each round of searched children added (DatasetSpec.search)."""
+    searched_unlabelled: int = 0
+    """Searched children left out: the engine gave no evaluation (after the pool's retries)."""
     folder: str = ""
     empty_reason: str = ""
     """Why no position made it into the set (empty when some did): what is missing and the fix."""
@@ -399,6 +402,8 @@ def empty_reason(con, name: str, values: dict, candidates: int) -> str:
     has = ", ".join(
         f"{setting_text(k, v, e if engine or len(engines) > 1 else '')} ({n:,} of them)" for e, k, v, n in cover
     )
+    if spec.search:  # static labels only: no other setting to build from
+        return f"no {want} for its {candidates:,} candidate positions; the store has labels for {has}: run {label_cmd}"
     e0, k0, v0, _ = cover[0]
     use = label_flags(k0, v0, "--label-") + (f' --label-engine "{e0}"' if engine and e0 != engine else "")
     return (
@@ -409,15 +414,14 @@ def empty_reason(con, name: str, values: dict, candidates: int) -> str:
 
 @dataclass(frozen=True)
 class SearchEngine:
-    """What grows a DatasetSpec.search set: the engine that labels its children, the processes
-    that run it, and where the rounds and progress are told."""
+    """What grows a DatasetSpec.search set: the run's engine pool that labels its children, and
+    where the rounds and progress are told."""
 
-    binary: str
-    workers: int = 0
-    """Engine processes (0: one per usable core)."""
+    pool: EnginePool
+    """Started (`with`); its engine must be the one the set's static labels are by."""
     log: Callable[[str], None] = print
-    progress: Callable[[int, int], None] | None = None
-    """progress(children labelled, children of the round)."""
+    progress: Callable[[str], Callable[[int, int], None]] | None = None
+    """progress(what) for each round: its progress(children labelled, children of the round)."""
 
 
 def build_dataset(
@@ -430,16 +434,18 @@ def build_dataset(
 ) -> DatasetStats:
     """Materialise one dataset (DATASETS[name]) with params over its defaults, from the store's
     tables into `out`'s datasets/<name>/ (default: the store's own; the reproduction's
-    published-split copies go to a store of their own). A DatasetSpec.search set needs `engine`
-    (the same Stockfish as its labels' when `label_engine` names one)."""
+    published-split copies go to a store of their own). A DatasetSpec.search set needs `engine`,
+    the Stockfish its game positions' static labels are by."""
     out = out or store
     values = dataset_values(name, params)
     spec = DATASETS[name]
-    if spec.search:
-        _check_engine(name, values, engine)
+    if spec.search and engine is None:
+        raise ValueError("its searched children are labelled by Stockfish: give it the engine pool")
     stats = DatasetStats(name)
     with memory_connection(store) as con:
         stats.candidates, stats.unlabelled = _candidates(con, name, values)
+        if spec.search:
+            _check_engine(con, values, engine.pool.name)
         if not stats.labelled:
             stats.empty_reason = empty_reason(con, name, values, stats.candidates)
         split_values = {
@@ -475,7 +481,7 @@ def build_dataset(
             i = table.schema.get_field_index("planes")
             tables[s] = table.set_column(i, "planes", table.column("planes").cast(pa.binary(96)))  # as in positions
     if spec.search and tables["train"].num_rows:
-        tables["train"], stats.searched = _searched(name, tables, values, made, engine)
+        tables["train"], stats.searched, stats.searched_unlabelled = _searched(name, tables, values, made, engine)
         stats.rows["train"] = tables["train"].num_rows
     if not spec.classes:
         for s, table in tables.items():
@@ -491,37 +497,42 @@ def build_dataset(
     return stats
 
 
-def _check_engine(name: str, values: dict, engine: SearchEngine | None) -> None:
-    """A search set's engine is given, and is the one its labels name (when they name one)."""
-    if engine is None:
-        raise ValueError(f"{name} labels its searched children with Stockfish: give it the engine")
+def _check_engine(con, values: dict, engine: str) -> None:
+    """The engine that would label a search set's children is the one its game positions' static
+    labels are by (the `candidate` table's), so that one evaluation scores every row."""
     if values["label_engine"]:
-        from pipeline.engine import UciEngine
+        by = [values["label_engine"]]
+    else:
+        by = [
+            e
+            for (e,) in con.execute(
+                "SELECT DISTINCT engine FROM labels WHERE limit_kind = 'static' AND position_key IN "
+                "(SELECT position_key FROM candidate WHERE target IS NOT NULL) ORDER BY 1"
+            ).fetchall()
+        ]
+    if by and by != [engine]:
+        raise ValueError(
+            f"its game positions' static labels are by {' and '.join(by)}, but its children would be labelled by "
+            f"{engine}: give the engine that labelled them, or label the positions with this one "
+            f"(`chess-pipeline label --static`) and set label_engine to {engine!r}"
+        )
 
-        uci = UciEngine(engine.binary).start()
-        uci.close()
-        if uci.name != values["label_engine"]:
-            raise ValueError(
-                f"{name}: its labels are {values['label_engine']}'s (label_engine), but the engine that would "
-                f"label its children is {uci.name} ({engine.binary}): give the same engine, or an empty label_engine"
-            )
 
-
-def _searched(name: str, tables: dict, values: dict, made, engine: SearchEngine) -> tuple[pa.Table, list[int]]:
+def _searched(name: str, tables: dict, values: dict, made, engine: SearchEngine) -> tuple[pa.Table, list[int], int]:
     """The train table grown by pipeline.search_positions (its dataset and materialised_at
-    columns set on the new rows as on the old), and the rows each round added."""
+    columns set on the new rows as on the old), the rows each round added, and the children
+    left out for want of an evaluation."""
     from pipeline.search_positions import grow
 
     held_out = set()
     for table in tables.values():
         held_out.update(table.column("position_key").to_pylist())
-    train = tables["train"]
-    grown, added = grow(train, held_out, values, engine.binary, engine.workers, engine.log, engine.progress)
-    n = grown.num_rows
+    got = grow(tables["train"], held_out, values, engine.pool, engine.log, engine.progress)
+    grown, n = got.train, got.train.num_rows
     for column, value in (("dataset", name), ("materialised_at", made)):
         i = grown.schema.get_field_index(column)
         grown = grown.set_column(i, grown.schema.field(i), pa.array([value] * n, type=grown.schema.field(i).type))
-    return grown, added
+    return grown, got.added, got.unlabelled
 
 
 def _num_rows(path) -> int:

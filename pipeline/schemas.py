@@ -200,8 +200,8 @@ DATASETS = Table(
     _columns(
         ("dataset", pa.string(), "the dataset's name"),
         ("position_key", pa.uint64(), "the position (positions.position_key)"),
-        ("game_id", pa.int64(), "its game (games.game_id)"),
-        ("ply", pa.uint32(), "its ply in that game"),
+        ("game_id", pa.int64(), "its game (games.game_id); null for a searched child (not a game's position)"),
+        ("ply", pa.uint32(), "its ply in that game; null for a searched child"),
         ("target", pa.float64(), "class index or regression value the model learns"),
         ("split", pa.string(), "train, val or test"),
     ),

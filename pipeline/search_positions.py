@@ -15,10 +15,11 @@ each child that is:
   has its row already);
 - met for the first time.
 
-Each is labelled by Stockfish's `eval` (pipeline.stockfish_eval, one engine a worker) from a FEN
-with halfmove clock 0, as `chess-pipeline label --static` labels every position (Stockfish
-scales its evaluation down as the fifty-move count grows), in whole centipawns as the labels
-table holds them. Its row has the dataset's columns: the position's, the label's, both targets
+Each is labelled by Stockfish's `eval` through the run's engine pool (pipeline.engine, with its
+retries and checks), from a FEN with halfmove clock 0, as `chess-pipeline label --static`
+labels every position (Stockfish scales its evaluation down as the fifty-move count grows): the
+number a label would hold. A child the engine gives no evaluation (after the pool's retries)
+is left out and counted. Its row has the dataset's columns: the position's, the label's, both targets
 (the linear map of the centipawns clipped at `clip_cp`, and the win probability) from the side
 to move's view or White's as `pov` says, and `mirrored`; the game's columns are null.
 """
@@ -26,7 +27,9 @@ to move's view or White's as `pov` says, and `mirrored`; the game's columns are 
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import chess
 import chess.polyglot
@@ -34,11 +37,12 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.encoding import fens_from_columns, zobrist
-from pipeline.parallel import ordered_map, task_seed
+from pipeline.engine import EngineError, EnginePool, Evaluation, Failure, Job, Limit
+from pipeline.parallel import task_seed
 from pipeline.search import board_arrays
 
-CHUNK = 2048
-"""Children a worker labels in one task."""
+PROGRESS_EVERY = 4096
+"""Children labelled between two progress reports."""
 
 
 def children(fens: Sequence[str], count: int, seed: int, held_out: set[int]) -> list[chess.Board]:
@@ -67,44 +71,34 @@ def _ep(board: chess.Board) -> int | None:
     return board.ep_square if board.has_pseudo_legal_en_passant() else None
 
 
-def _engine(binary: str):
-    from pipeline.stockfish_eval import StockfishStaticEvaluator
-
-    return StockfishStaticEvaluator(binary)
-
-
-def _label(fens: list[str], evaluator) -> list[float]:
-    return evaluator.evaluate([chess.Board(f) for f in fens]).tolist()
-
-
 def label(
-    boards: Sequence[chess.Board],
-    binary: str,
-    workers: int = 0,
-    progress: Callable[[int, int], None] | None = None,
-) -> np.ndarray:
-    """Stockfish's static evaluation of each board, the side to move's centipawns, in
-    `workers` engine processes (0: one per usable core); progress(positions done, total)."""
-    tasks = [[b.fen() for b in boards[i : i + CHUNK]] for i in range(0, len(boards), CHUNK)]
+    boards: Sequence[chess.Board], pool: EnginePool, progress: Callable[[int, int], None] | None = None
+) -> tuple[np.ndarray, str]:
+    """Stockfish's static evaluation of each board (White's centipawns; NaN where the engine
+    gave none after the pool's retries), by the run's engines as `label --static` labels, and
+    why the first board without one has none ('' when all have one); progress(boards done,
+    boards)."""
+    cp, why = np.full(len(boards), np.nan), ""
+    jobs = (Job(i, b.fen(), b.turn == chess.WHITE) for i, b in enumerate(boards))
+    for done, r in enumerate(pool.run(jobs, Limit("static")), 1):
+        if isinstance(r, Evaluation) and r.cp is not None:
+            cp[r.job.id] = r.cp
+        elif not why:
+            why = r.reason if isinstance(r, Failure) else "no centipawn figure"
+        if progress and (done % PROGRESS_EVERY == 0 or done == len(boards)):
+            progress(done, len(boards))
+    return cp, why
 
-    def done(tasks_done: int, _total: int) -> None:
-        if progress:
-            progress(min(tasks_done * CHUNK, len(boards)), len(boards))
 
-    parts = ordered_map(_label, tasks, workers, _engine, (binary,), progress=done)
-    return np.array([x for part in parts for x in part], dtype=np.float64)
-
-
-def rows_of(boards: Sequence[chess.Board], cp: np.ndarray, values: dict, schema: pa.Schema) -> pa.Table:
+def rows_of(boards: Sequence[chess.Board], white_cp: np.ndarray, values: dict, schema: pa.Schema) -> pa.Table:
     """The new rows in the train file's schema: the position (its key, planes, side to move,
     castling, en passant, clocks), the label (White's centipawns, the row's score, both targets,
     `target` the one `target_kind` names) and the `mirrored` flag; the game's columns null.
-    `cp`: the side to move's centipawns; the score and targets take the dataset's `pov`."""
+    The score and targets take the dataset's `pov`."""
     planes, white, castling = board_arrays(list(boards))
     n = len(boards)
     clip_cp = float(values["clip_cp"])
     mirrored = ~white if values["pov"] == "side_to_move" else np.zeros(n, dtype=bool)
-    white_cp = np.round(np.where(white, cp, -cp))  # whole centipawns, as `label` stores them
     score = np.where(mirrored, -white_cp, white_cp)  # the row's view
     linear = (np.clip(score, -clip_cp, clip_cp) + clip_cp) / (2.0 * clip_cp)
     win_prob = 1.0 / (1.0 + 10.0 ** (-score / float(values["wp_scale"])))
@@ -130,25 +124,49 @@ def rows_of(boards: Sequence[chess.Board], cp: np.ndarray, values: dict, schema:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+@dataclass
+class Grown:
+    train: pa.Table
+    """The train rows and then each round's."""
+    added: list[int] = field(default_factory=list)
+    """Rows each round added."""
+    unlabelled: int = 0
+    """Children left out: the engine gave no evaluation (after the pool's retries)."""
+
+
 def grow(
     train: pa.Table,
     held_out: set[int],
     values: dict,
-    binary: str,
-    workers: int = 0,
+    pool: EnginePool,
     log: Callable[[str], None] = print,
-    progress: Callable[[int, int], None] | None = None,
-) -> tuple[pa.Table, list[int]]:
-    """`train` (the dataset's train rows, in its file's columns) and the rows of each round
-    (`search_children`, `search_seed` in `values`; module docstring); the children added each
-    round. `held_out`: every position key of the dataset's splits (the keys added are put in)."""
-    added = []
+    progress: Callable[[str], Callable[[int, int], None]] | None = None,
+) -> Grown:
+    """`train` (the dataset's train rows, in its file's columns) grown by the rounds of
+    `search_children` (module docstring), round r's moves drawn with seed `search_seed` + r.
+    `held_out`: every position key of the dataset's splits (the keys met are put in).
+    `progress(what)`: a round's progress(done, total), started as its labelling starts."""
+    out = Grown(train)
     for r, count in enumerate(values["search_children"]):
-        cols = train.select(["planes", "side_to_move", "castling", "ep_square"]).to_pydict()
+        t0 = time.monotonic()
+        cols = out.train.select(["planes", "side_to_move", "castling", "ep_square"]).to_pydict()
         fens = fens_from_columns(cols["planes"], cols["side_to_move"], cols["castling"], cols["ep_square"])
         boards = children(fens, count, values["search_seed"] + r, held_out)
-        log(f"round {r + 1}: {len(boards):,} new positions from {len(fens):,} train rows, {count} children each")
-        new = rows_of(boards, label(boards, binary, workers, progress), values, train.schema)
-        train = pa.concat_tables([train, new])
-        added.append(len(new))
-    return train, added
+        t1 = time.monotonic()
+        cp, why = label(boards, pool, progress(f"round {r + 1}'s children labelled") if progress else None)
+        ok = np.isfinite(cp)
+        if len(boards) and not ok.any():
+            raise EngineError(
+                f"{pool.name} ({pool.path}) gave no static evaluation for any of round {r + 1}'s {len(boards):,} "
+                f"children, the first: {why}"
+            )
+        new = rows_of([b for b, k in zip(boards, ok, strict=True) if k], cp[ok], values, out.train.schema)
+        out.train = pa.concat_tables([out.train, new])
+        out.added.append(len(new))
+        out.unlabelled += int((~ok).sum())
+        log(
+            f"round {r + 1}: {len(boards):,} new positions from {len(fens):,} train rows ({count} children each, "
+            f"{t1 - t0:.0f} s), labelled by {pool.name} in {time.monotonic() - t1:.0f} s"
+            + (f"; {int((~ok).sum()):,} left out without an evaluation, the first: {why}" if not ok.all() else "")
+        )
+    return out

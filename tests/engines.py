@@ -25,7 +25,7 @@ seen = 0
 for line in sf.stdout:
     if line.startswith(b"Final evaluation"):
         seen += 1
-        if seen == {n}:
+        if seen == {n} or ({every} and seen > {n}):
             if {mode!r} == "crash":
                 sf.kill()
                 sys.exit(3)
@@ -35,10 +35,15 @@ for line in sf.stdout:
 '''
 
 
-def faulty_stockfish(folder: Path, stockfish: str, mode: Literal["garbage", "crash"], n: int) -> str:
+def faulty_stockfish(
+    folder: Path, stockfish: str, mode: Literal["garbage", "crash"], n: int, every: bool = False
+) -> str:
     """An executable wrapper around the real engine whose n-th `Final evaluation` line (counted
-    over every `eval` it answers) is mangled or never comes; its path."""
-    path = folder / f"stockfish-{mode}-{n}"
-    path.write_text(FINAL_EVALUATION_FAULT.format(python=sys.executable, stockfish=stockfish, mode=mode, n=n))
+    over every `eval` it answers; with `every`, each one from the n-th on) is mangled or never
+    comes; its path."""
+    path = folder / f"stockfish-{mode}-{n}{'-on' if every else ''}"
+    path.write_text(
+        FINAL_EVALUATION_FAULT.format(python=sys.executable, stockfish=stockfish, mode=mode, n=n, every=every)
+    )
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return str(path)

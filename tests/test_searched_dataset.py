@@ -128,13 +128,27 @@ def test_the_same_build_again_gives_the_same_rows(built):
 
 
 @pytest.mark.parametrize("mode", ["crash", "garbage"])
-def test_an_engine_that_fails_mid_run_fails_it_in_one_line_and_leaves_the_files(built, tmp_path, stockfish, mode):
+def test_an_engine_that_fails_now_and_then_is_retried_and_the_rows_are_the_same(built, tmp_path, stockfish, mode):
+    """Each engine process crashes (or garbles its figure) at its 3,000th evaluation: the pool
+    retries that child on a fresh engine, and the set comes out as the clean build's."""
+    home, datasets, stdout = built
+    first = {s: _table(datasets / NAME, s).drop(BUILT) for s in ("train", "val", "test")}
+    engine = faulty_stockfish(tmp_path, stockfish, mode, n=3000)
+    again = _run(*home, "datasets", NAME, STOCKFISH_PATH=engine)
+    assert _rounds(again.stdout) == _rounds(stdout)
+    for s, table in first.items():
+        assert _table(datasets / NAME, s).drop(BUILT).equals(table), s
+
+
+def test_an_engine_that_never_evaluates_fails_the_build_in_one_line_and_leaves_the_files(built, tmp_path, stockfish):
     home, datasets, _ = built
     files = {p.name: p.read_bytes() for p in (datasets / NAME).glob("*.parquet")}
-    engine = faulty_stockfish(tmp_path, stockfish, mode, n=100)
+    engine = faulty_stockfish(tmp_path, stockfish, "garbage", n=1, every=True)
     done = _run(*home, "datasets", NAME, check=False, STOCKFISH_PATH=engine)
     assert done.returncode != 0
     err = done.stderr.strip()  # Dagster's own ERROR lines (the step, the run) and then the CLI's one line
-    assert "Traceback" not in err and err.splitlines()[-1].startswith(f"chess-pipeline: datasets failed: {NAME}: ")
-    assert err.endswith("(the dataset's files were not changed)"), err
+    last = err.splitlines()[-1]
+    assert "Traceback" not in err and last.startswith(f"chess-pipeline: datasets failed: {NAME}: "), err
+    assert "gave no static evaluation for any of round 1's" in last and "+zz.q" in last
+    assert last.endswith("(the dataset's files were not changed)")
     assert {p.name: p.read_bytes() for p in (datasets / NAME).glob("*.parquet")} == files

@@ -41,6 +41,11 @@ class DatasetSummary:
                 if searched
                 else ""
             )
+            + (
+                f" ({m.searched_unlabelled:,} left out without an evaluation)"
+                if searched and m.searched_unlabelled
+                else ""
+            )
             + (f"; checks not passed: {', '.join(self.checks_failed)}" if self.checks_failed else "")
         )
 
@@ -67,31 +72,35 @@ def takes_labels(name: str) -> bool:
 
 
 def check_request(names: list[str], label: dict[str, Any]) -> list[str]:
-    """The datasets asked for (default: all), or SystemExit naming an unknown one or a label
-    setting given to datasets built from the games alone."""
+    """The datasets asked for (default: all but the searched ones, which label with Stockfish and
+    are built when named), or SystemExit naming an unknown one, a label setting given to datasets
+    built from the games alone, a searched one given labels other than static, or no Stockfish
+    for a searched one."""
     from pipeline.datasets import DATASETS
+    from pipeline.engine import EngineNotFound, find_stockfish
 
-    asked = names
-    names = names or list(DATASETS)
+    names = names or [n for n, spec in DATASETS.items() if not spec.search]
     unknown = [n for n in names if n not in DATASETS]
     if unknown:
         raise SystemExit(f"chess-pipeline datasets: no dataset {', '.join(unknown)}; known: {', '.join(DATASETS)}")
-    searched = [n for n in names if DATASETS[n].search]
-    if searched and label.get("label_kind", "static") != "static":
-        why = (
-            f"{', '.join(searched)} {'is' if len(searched) == 1 else 'are'} built on static labels only (the "
-            "searched children are labelled by Stockfish's static eval)"
-        )
-        if asked:
-            raise SystemExit(f"chess-pipeline datasets: {why}: give --label-static, or no label setting")
-        print(f"chess-pipeline datasets: leaving out {why}; build with --label-static for them", file=sys.stderr)
-        names = [n for n in names if n not in searched]
     if label and not any(takes_labels(n) for n in names):
         raise SystemExit(
             f"chess-pipeline datasets: {', '.join(names)} {'takes' if len(names) == 1 else 'take'} no "
             f"label setting (built from the games alone); the --label-* flags are for "
             f"{', '.join(n for n in DATASETS if takes_labels(n))}"
         )
+    searched = [n for n in names if DATASETS[n].search]
+    if searched and label.get("label_kind", "static") != "static":
+        raise SystemExit(
+            f"chess-pipeline datasets: {', '.join(searched)} {'is' if len(searched) == 1 else 'are'} built on "
+            "static labels only (its searched children are labelled by Stockfish's static eval): give "
+            "--label-static, or no label setting"
+        )
+    if searched:
+        try:
+            find_stockfish()
+        except EngineNotFound as e:
+            raise SystemExit(f"chess-pipeline datasets: {', '.join(searched)} labels with Stockfish: {e}") from None
     return names
 
 

@@ -303,3 +303,28 @@ def test_a_checkpoint_that_cannot_be_played_fails_the_run_with_one_line_before_a
     assert failed.description.startswith(f"checkpoint {path} {expected}")
     assert "\n" not in failed.description and len(failed.description) < 500
     assert not (store.root / "matches").exists() and not (store.root / "reports").exists()
+
+
+@pytest.mark.parametrize(
+    "challenger, name, whose",
+    [
+        ({"checkpoint": "CHECKPOINT"}, "stockfish_static", "another challenger's"),
+        ({"checkpoint": "CHECKPOINT"}, "lubeck_wdl_mlp", "a model asset's"),
+        ({"challenger": "stockfish_static"}, "mlp_bitmap_3class", "a model asset's"),
+    ],
+)
+def test_a_name_of_another_players_rows_fails_the_run_with_one_line_before_any_game(
+    tmp_path_factory, tmp_path, stockfish, fics_2022, challenger, name, whose
+):
+    """A challenger named after Stockfish's or a model asset's rows would mix its rows and report
+    with theirs (a model's evaluation report reads its rows by model name)."""
+    store = Store(tmp_path / "store").ensure()
+    if "checkpoint" in challenger:
+        challenger = {"checkpoint": str(lubeck_checkpoint(tmp_path_factory, fics_2022))}
+    result = _materialize(store, {**TINY, **challenger, "name": name}, StockfishResource(workers=1), False)
+    assert not result.success
+    (failure,) = result.get_step_failure_events()
+    failed = failure.step_failure_data.user_failure_data
+    assert failed is not None, failure.step_failure_data.error.message
+    assert failed.description.startswith(f"name {name} is {whose}: its rows and report would be mixed")
+    assert not (store.root / "matches").exists() and not (store.root / "reports").exists()

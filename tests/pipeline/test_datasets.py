@@ -185,11 +185,19 @@ def test_parameters_holding_quotes_and_semicolons_are_data(small_store):
         build_dataset(small_store, "piece_values", {"min_elo; --": 1})
 
 
-def test_every_dataset_builds_with_its_defaults(small_store):
-    for name in DATASETS:
-        stats = build_dataset(small_store, name, split=SplitConfig(val_fraction=0.2, test_fraction=0.2))
-        assert stats.candidates > 0, name
-        assert stats.overlap == {"train/val": 0, "train/test": 0, "val/test": 0}, name
+def test_every_dataset_builds_with_its_defaults(small_store, stockfish):
+    from pipeline.datasets import SearchEngine
+    from pipeline.engine import EnginePool
+
+    split = SplitConfig(val_fraction=0.2, test_fraction=0.2)
+    with EnginePool(stockfish, workers=1, timeout_s=30) as pool:
+        for name, spec in DATASETS.items():
+            stats = build_dataset(small_store, name, split=split, engine=SearchEngine(pool) if spec.search else None)
+            assert stats.candidates > 0, name
+            assert stats.overlap == {"train/val": 0, "train/test": 0, "val/test": 0}, name
+            if spec.search:  # it labels with Stockfish: without the engine, one line and nothing built
+                with pytest.raises(ValueError, match="labelled by Stockfish: give it the engine pool"):
+                    build_dataset(small_store, name, split=split)
 
 
 def test_a_tiny_dataset_still_gets_every_split(small_store):

@@ -1,6 +1,8 @@
 """pipeline.search_positions' pieces by hand-checked positions, and the searched dataset's
 settings and the `datasets` command's refusals (the whole build: tests/test_searched_dataset.py)."""
 
+from datetime import UTC, datetime
+
 import chess
 import chess.polyglot
 import numpy as np
@@ -8,8 +10,10 @@ import pyarrow as pa
 import pytest
 
 from assets.cli.datasets import check_request
-from pipeline.datasets import DATASETS, dataset_values
+from pipeline.datasets import DATASETS, SearchEngine, _check_engine, _searched, dataset_values
+from pipeline.engine import EngineError, EnginePool
 from pipeline.search_positions import children, rows_of
+from tests.engines import faulty_stockfish, static_cp
 
 SEARCHED = "sabatelli_regression_search"
 
@@ -50,7 +54,7 @@ def test_a_rows_score_and_targets_take_the_datasets_point_of_view(pov, target_ki
                         ("target", pa.float64()), ("game_id", pa.int64())])  # fmt: skip
     black = chess.Board("4k3/8/8/8/8/8/8/3QK3 b - - 0 1")  # Black to move, White a queen up
     values = {"pov": pov, "clip_cp": 1500, "wp_scale": 400.0, "target_kind": target_kind}
-    row = rows_of([black], np.array([-900.4]), values, schema).to_pylist()[0]  # the side to move's view
+    row = rows_of([black], np.array([900.0]), values, schema).to_pylist()[0]  # White's view, as labels
     score = -900 if pov == "side_to_move" else 900
     assert row["score"] == score and row["mirrored"] == (pov == "side_to_move") and row["side_to_move"] == "b"
     assert row["linear"] == pytest.approx((score + 1500) / 3000)
@@ -82,13 +86,98 @@ def test_the_searched_sets_bad_settings_are_refused(params, words):
         dataset_values(SEARCHED, params)
 
 
-def test_datasets_with_a_depth_setting_leaves_the_searched_set_out_or_refuses_it_by_name(capsys):
+def test_datasets_builds_the_searched_set_when_named_on_static_labels_and_with_stockfish(monkeypatch, tmp_path):
     depth = {"label_kind": "depth", "label_value": 8}
-    names = check_request([], depth)
-    assert SEARCHED not in names and set(names) == set(DATASETS) - {SEARCHED}
-    err = capsys.readouterr().err.strip()
-    assert err.startswith(f"chess-pipeline datasets: leaving out {SEARCHED}") and "\n" not in err
+    for label in ({}, depth, {"label_kind": "static", "label_value": 0}):
+        assert check_request([], label) == [n for n in DATASETS if n != SEARCHED]  # all: the SQL ones
+    assert check_request([SEARCHED], {}) == [SEARCHED]
     with pytest.raises(SystemExit, match=f"{SEARCHED} is built on static labels only .*give --label-static"):
         check_request([SEARCHED, "sabatelli_3class"], depth)
-    assert SEARCHED in check_request([], {"label_kind": "static", "label_value": 0})
-    assert SEARCHED in check_request([], {})
+    monkeypatch.setenv("STOCKFISH_PATH", str(tmp_path / "absent"))
+    with pytest.raises(SystemExit) as e:
+        check_request([SEARCHED], {})
+    assert str(e.value).startswith(f"chess-pipeline datasets: {SEARCHED} labels with Stockfish: Stockfish at ")
+    assert "does not exist" in str(e.value) and "\n" not in str(e.value)
+
+
+SCHEMA = pa.schema(
+    [("dataset", pa.string()), ("position_key", pa.uint64()), ("planes", pa.binary(96)),
+     ("side_to_move", pa.string()), ("castling", pa.uint8()), ("ep_square", pa.int8()),
+     ("halfmove_clock", pa.uint32()), ("fullmove_number", pa.uint32()), ("game_id", pa.uint64()),
+     ("cp_white", pa.int32()), ("score", pa.int32()), ("linear", pa.float64()), ("win_prob", pa.float64()),
+     ("target", pa.float64()), ("mirrored", pa.bool_()), ("split", pa.string()),
+     ("materialised_at", pa.timestamp("us", tz="UTC"))]
+)  # fmt: skip
+"""A dataset file's columns, those the growing reads and writes."""
+
+
+def _splits() -> dict:
+    """train: the start position; val and test: two of its children (1. e4, 1. d4)."""
+    boards = {"train": chess.Board()}
+    for split, move in (("val", "e2e4"), ("test", "d2d4")):
+        boards[split] = chess.Board()
+        boards[split].push_uci(move)
+    values = dataset_values(SEARCHED)
+    return {s: rows_of([b], np.array([10.0]), values, SCHEMA) for s, b in boards.items()}
+
+
+def test_the_searched_children_leave_out_val_and_tests_positions_and_do_not_depend_on_the_engines(stockfish):
+    made = datetime(2026, 1, 2, tzinfo=UTC)
+    values = dataset_values(SEARCHED, {"search_children": (30,)})  # every move of the start position
+    runs = []
+    for workers in (1, 2):
+        with EnginePool(stockfish, workers=workers, timeout_s=30) as pool:
+            runs.append(_searched(SEARCHED, _splits(), values, made, SearchEngine(pool, lambda _: None)))
+    (grown, added, unlabelled), (again, *_) = runs
+    assert again.equals(grown)  # one engine or two: the same rows in the same order
+    start = chess.Board()
+    expected = {}
+    for move in start.legal_moves:
+        if move.uci() not in ("e2e4", "d2d4"):  # val's and test's
+            start.push(move)
+            expected[chess.polyglot.zobrist_hash(start)] = start.fen()
+            start.pop()
+    assert added == [18] and unlabelled == 0 and len(grown) == 19
+    new = grown.slice(1).to_pydict()
+    assert sorted(new["position_key"]) == sorted(expected)
+    for key, cp in list(zip(new["position_key"], new["cp_white"], strict=True))[:3]:
+        assert cp == static_cp(stockfish, expected[key])
+    assert set(grown.column("dataset").to_pylist()) == {SEARCHED}
+    assert set(grown.column("materialised_at").to_pylist()) == {made}
+
+
+def test_an_engine_that_evaluates_nothing_fails_the_growing_in_one_line(stockfish, tmp_path):
+    engine = faulty_stockfish(tmp_path, stockfish, "garbage", 1, every=True)
+    values = dataset_values(SEARCHED, {"search_children": (30,)})
+    with EnginePool(engine, workers=1, timeout_s=30, retries=1) as pool:
+        with pytest.raises(EngineError) as e:
+            _searched(SEARCHED, _splits(), values, datetime.now(UTC), SearchEngine(pool, lambda _: None))
+    message = str(e.value)
+    assert "gave no static evaluation for any of round 1's 18 children, the first: " in message
+    assert "+zz.q" in message and "\n" not in message
+
+
+def test_the_children_must_be_labelled_by_the_engine_the_labels_name():
+    with pytest.raises(ValueError, match="static labels are by Stockfish 99, but its children would be labelled by"):
+        _check_engine(None, {"label_engine": "Stockfish 99"}, "Stockfish 15.1")
+    _check_engine(None, {"label_engine": "Stockfish 15.1"}, "Stockfish 15.1")
+
+
+def test_without_label_engine_the_children_take_the_engine_of_the_labels_the_rows_use():
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE candidate AS SELECT * FROM (VALUES (1, 0.5), (2, 0.4), (3, NULL)) t(position_key, target)"
+    )
+    con.execute(
+        "CREATE TABLE labels AS SELECT * FROM (VALUES ('Stockfish 15.1', 'static', 1), "
+        "('Stockfish 15.1', 'static', 2), ('Stockfish 16', 'static', 9), ('Stockfish 16', 'depth', 1)) "
+        "t(engine, limit_kind, position_key)"
+    )
+    _check_engine(con, {"label_engine": ""}, "Stockfish 15.1")  # 16's labels are of other positions or depth
+    with pytest.raises(ValueError, match="static labels are by Stockfish 15.1, but its children would be labelled by"):
+        _check_engine(con, {"label_engine": ""}, "Stockfish 16")
+    con.execute("INSERT INTO labels VALUES ('Stockfish 16', 'static', 2)")
+    with pytest.raises(ValueError, match="are by Stockfish 15.1 and Stockfish 16, but"):
+        _check_engine(con, {"label_engine": ""}, "Stockfish 15.1")
