@@ -510,11 +510,20 @@ def _check_engine(con, values: dict, engine: str) -> None:
                 "(SELECT position_key FROM candidate WHERE target IS NOT NULL) ORDER BY 1"
             ).fetchall()
         ]
+    if len(by) > 1:
+        fix = (
+            f"choose {engine}'s, its children's engine, with label_engine (`--label-engine \"{engine}\"`)"
+            if engine in by
+            else f"none is its children's engine ({engine}): give one of theirs (STOCKFISH_PATH, or the stockfish "
+            "resource's path) and choose it with label_engine (`--label-engine NAME`)"
+        )
+        raise ValueError(f"its game positions' static labels are by {' and '.join(by)}: {fix}")
     if by and by != [engine]:
         raise ValueError(
-            f"its game positions' static labels are by {' and '.join(by)}, but its children would be labelled by "
-            f"{engine}: give the engine that labelled them, or label the positions with this one "
-            f"(`chess-pipeline label --static`) and set label_engine to {engine!r}"
+            f"its game positions' static labels are by {by[0]}, but its children would be labelled by {engine}: "
+            f"give {by[0]} (STOCKFISH_PATH, or the stockfish resource's path), or label the positions with this "
+            f"engine (`chess-pipeline label --static`) and choose them with label_engine "
+            f'(`--label-engine "{engine}"`)'
         )
 
 

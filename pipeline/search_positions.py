@@ -76,8 +76,7 @@ def label(
 ) -> tuple[np.ndarray, str]:
     """Stockfish's static evaluation of each board (White's centipawns; NaN where the engine
     gave none after the pool's retries), by the run's engines as `label --static` labels, and
-    why the first board without one has none ('' when all have one); progress(boards done,
-    boards)."""
+    the first failure met ('' when every board has one); progress(boards done, boards)."""
     cp, why = np.full(len(boards), np.nan), ""
     jobs = (Job(i, b.fen(), b.turn == chess.WHITE) for i, b in enumerate(boards))
     for done, r in enumerate(pool.run(jobs, Limit("static")), 1):

@@ -26,6 +26,8 @@ for line in sf.stdout:
     if line.startswith(b"Final evaluation"):
         seen += 1
         if seen == {n} or ({every} and seen > {n}):
+            with open({marker!r}, "a") as m:  # so a test can tell the fault happened
+                m.write("{mode}\\n")
             if {mode!r} == "crash":
                 sf.kill()
                 sys.exit(3)
@@ -40,10 +42,13 @@ def faulty_stockfish(
 ) -> str:
     """An executable wrapper around the real engine whose n-th `Final evaluation` line (counted
     over every `eval` it answers; with `every`, each one from the n-th on) is mangled or never
-    comes; its path."""
+    comes; its path. Each fault adds a line to the file at the path + '.faults'."""
     path = folder / f"stockfish-{mode}-{n}{'-on' if every else ''}"
+    marker = f"{path}.faults"
     path.write_text(
-        FINAL_EVALUATION_FAULT.format(python=sys.executable, stockfish=stockfish, mode=mode, n=n, every=every)
+        FINAL_EVALUATION_FAULT.format(
+            python=sys.executable, stockfish=stockfish, mode=mode, n=n, every=every, marker=marker
+        )
     )
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return str(path)

@@ -110,19 +110,29 @@ def build_datasets(
     names: list[str] | None = None,
     split: SplitConfig | None = None,
     label: dict[str, Any] | None = None,
+    workers: int = 0,
 ) -> DatasetsResult:
-    """One Dagster run materialising the datasets named (default: all), each with its config
-    class's defaults, the `split` and, for those built from labels, the `label` setting
+    """One Dagster run materialising the datasets named (default: all but the searched ones),
+    each with its config class's defaults, the `split` and, for those built from labels, the `label` setting
     (label_kind, label_value, label_engine: LabelSetting's fields) over them."""
     from assets.config import sources
     from assets.datasets import CONFIGS, DatasetConfig, dataset_assets, searched_dataset_assets
+    from assets.resources import StockfishResource
 
     names = check_request(names or [], label or {})
     fields = dict(sources(DatasetConfig))[SplitConfig]  # {config field: SplitConfig field}
     split_fields = {key: getattr(split or SplitConfig(), name) for key, name in fields.items()}
     ops = {n: CONFIGS[n](**split_fields, **((label or {}) if takes_labels(n) else {})) for n in names}
     result = require_success(
-        materialize([*dataset_assets, *searched_dataset_assets], store, instance, selection=names, ops=ops), "datasets"
+        materialize(
+            [*dataset_assets, *searched_dataset_assets],
+            store,
+            instance,
+            selection=names,
+            ops=ops,
+            stockfish=StockfishResource(workers=workers),  # a searched set's engines
+        ),
+        "datasets",
     )
     failed: dict[str, list[str]] = {}
     for e in result.get_asset_check_evaluations():
@@ -174,7 +184,7 @@ def cmd_datasets(args: argparse.Namespace) -> None:
     split = split_setting(args)
     store = open_store(args.home)
     instance = open_instance(store)
-    result = build_datasets(store, instance, names, split, label)
+    result = build_datasets(store, instance, names, split, label, args.workers)
     print_result(result)
     duck.create_views(store)
     if result.all_empty:  # nothing useful built
@@ -212,8 +222,17 @@ def _add_label_flags(parser: argparse.ArgumentParser) -> None:
 
 def add_parser(sub) -> None:
     s = sub.add_parser("datasets", help="materialise training sets (sql/datasets/) with train/val/test splits")
-    s.add_argument("names", nargs="*", help="datasets to build (default: all)")
+    s.add_argument(
+        "names", nargs="*", help="datasets to build (default: all but sabatelli_regression_search, built when named)"
+    )
     add_arguments(s, SplitConfig, names=SPLIT_FLAGS)
+    s.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="Stockfish processes labelling a searched set's children (default 0: one per usable core)",
+    )
     add_field_flag(s, SplitConfig, "by", "--split-by", dest="split_by")
     add_field_flag(
         s,

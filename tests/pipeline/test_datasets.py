@@ -195,9 +195,11 @@ def test_every_dataset_builds_with_its_defaults(small_store, stockfish):
             stats = build_dataset(small_store, name, split=split, engine=SearchEngine(pool) if spec.search else None)
             assert stats.candidates > 0, name
             assert stats.overlap == {"train/val": 0, "train/test": 0, "val/test": 0}, name
-            if spec.search:  # it labels with Stockfish: without the engine, one line and nothing built
+            if spec.search:  # the store has depth labels only: no rows, and why (growing: test_search_positions)
+                assert stats.empty_reason.startswith("no static labels for its 47 candidate positions"), name
+                assert stats.searched == [] and "--label-" not in stats.empty_reason  # static only: no other setting
                 with pytest.raises(ValueError, match="labelled by Stockfish: give it the engine pool"):
-                    build_dataset(small_store, name, split=split)
+                    build_dataset(small_store, name, split=split)  # without the engine: one line, nothing built
 
 
 def test_a_tiny_dataset_still_gets_every_split(small_store):

@@ -11,6 +11,7 @@ import pytest
 
 from assets.cli.datasets import check_request
 from pipeline.datasets import DATASETS, SearchEngine, _check_engine, _searched, dataset_values
+from pipeline.encoding import fens_from_columns
 from pipeline.engine import EngineError, EnginePool
 from pipeline.search_positions import children, rows_of
 from tests.engines import faulty_stockfish, static_cp
@@ -90,6 +91,10 @@ def test_datasets_builds_the_searched_set_when_named_on_static_labels_and_with_s
     depth = {"label_kind": "depth", "label_value": 8}
     for label in ({}, depth, {"label_kind": "static", "label_value": 0}):
         assert check_request([], label) == [n for n in DATASETS if n != SEARCHED]  # all: the SQL ones
+    engine = tmp_path / "stockfish"  # an executable where STOCKFISH_PATH says: the check asks no more
+    engine.write_text("#!/bin/sh\n")
+    engine.chmod(0o755)
+    monkeypatch.setenv("STOCKFISH_PATH", str(engine))
     assert check_request([SEARCHED], {}) == [SEARCHED]
     with pytest.raises(SystemExit, match=f"{SEARCHED} is built on static labels only .*give --label-static"):
         check_request([SEARCHED, "sabatelli_3class"], depth)
@@ -157,6 +162,22 @@ def test_an_engine_that_evaluates_nothing_fails_the_growing_in_one_line(stockfis
     assert "+zz.q" in message and "\n" not in message
 
 
+def test_a_child_the_engine_gives_no_evaluation_is_left_out_and_counted(stockfish, tmp_path):
+    """The engine garbles every figure after its first and the pool does not retry: one child
+    kept, labelled as Stockfish labels it, the other 17 left out and counted."""
+    engine = faulty_stockfish(tmp_path, stockfish, "garbage", 2, every=True)
+    values = dataset_values(SEARCHED, {"search_children": (30,)})
+    with EnginePool(engine, workers=1, timeout_s=30, retries=0) as pool:
+        grown, added, unlabelled = _searched(
+            SEARCHED, _splits(), values, datetime.now(UTC), SearchEngine(pool, lambda _: None)
+        )
+    assert added == [1] and unlabelled == 17 and len(grown) == 2
+    (row,) = grown.slice(1).to_pylist()
+    board = chess.Board(fens_from_columns([row["planes"]], [row["side_to_move"]], [row["castling"]], [None])[0])
+    assert chess.polyglot.zobrist_hash(board) == row["position_key"]
+    assert row["cp_white"] == static_cp(stockfish, board.fen()) and row["score"] == -row["cp_white"]  # Black to move
+
+
 def test_the_children_must_be_labelled_by_the_engine_the_labels_name():
     with pytest.raises(ValueError, match="static labels are by Stockfish 99, but its children would be labelled by"):
         _check_engine(None, {"label_engine": "Stockfish 99"}, "Stockfish 15.1")
@@ -179,5 +200,8 @@ def test_without_label_engine_the_children_take_the_engine_of_the_labels_the_row
     with pytest.raises(ValueError, match="static labels are by Stockfish 15.1, but its children would be labelled by"):
         _check_engine(con, {"label_engine": ""}, "Stockfish 16")
     con.execute("INSERT INTO labels VALUES ('Stockfish 16', 'static', 2)")
-    with pytest.raises(ValueError, match="are by Stockfish 15.1 and Stockfish 16, but"):
+    both = "static labels are by Stockfish 15.1 and Stockfish 16: "
+    with pytest.raises(ValueError, match=both + r"choose Stockfish 15.1's, .*--label-engine \"Stockfish 15.1\""):
         _check_engine(con, {"label_engine": ""}, "Stockfish 15.1")
+    with pytest.raises(ValueError, match=both + r"none is its children's engine \(Stockfish 17\)"):
+        _check_engine(con, {"label_engine": ""}, "Stockfish 17")
