@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, get_args
@@ -481,7 +481,8 @@ def build_dataset(
             i = table.schema.get_field_index("planes")
             tables[s] = table.set_column(i, "planes", table.column("planes").cast(pa.binary(96)))  # as in positions
     if spec.search and tables["train"].num_rows:
-        tables["train"], stats.searched, stats.searched_unlabelled = _searched(name, tables, values, made, engine)
+        grown = _searched(name, tables, values, made, engine)
+        tables["train"], stats.searched, stats.searched_unlabelled = grown.train, grown.added, grown.unlabelled
         stats.rows["train"] = tables["train"].num_rows
     if not spec.classes:
         for s, table in tables.items():
@@ -527,10 +528,9 @@ def _check_engine(con, values: dict, engine: str) -> None:
         )
 
 
-def _searched(name: str, tables: dict, values: dict, made, engine: SearchEngine) -> tuple[pa.Table, list[int], int]:
-    """The train table grown by pipeline.search_positions (its dataset and materialised_at
-    columns set on the new rows as on the old), the rows each round added, and the children
-    left out for want of an evaluation."""
+def _searched(name: str, tables: dict, values: dict, made, engine: SearchEngine):
+    """The train table grown by pipeline.search_positions (a Grown: its dataset and
+    materialised_at columns set on the new rows as on the old)."""
     from pipeline.search_positions import grow
 
     held_out = set()
@@ -541,7 +541,7 @@ def _searched(name: str, tables: dict, values: dict, made, engine: SearchEngine)
     for column, value in (("dataset", name), ("materialised_at", made)):
         i = grown.schema.get_field_index(column)
         grown = grown.set_column(i, grown.schema.field(i), pa.array([value] * n, type=grown.schema.field(i).type))
-    return grown, got.added, got.unlabelled
+    return replace(got, train=grown)
 
 
 def _num_rows(path) -> int:

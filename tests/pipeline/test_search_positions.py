@@ -133,8 +133,9 @@ def test_the_searched_children_leave_out_val_and_tests_positions_and_do_not_depe
     for workers in (1, 2):
         with EnginePool(stockfish, workers=workers, timeout_s=30) as pool:
             runs.append(_searched(SEARCHED, _splits(), values, made, SearchEngine(pool, lambda _: None)))
-    (grown, added, unlabelled), (again, *_) = runs
-    assert again.equals(grown)  # one engine or two: the same rows in the same order
+    got, again = runs
+    grown, added, unlabelled = got.train, got.added, got.unlabelled
+    assert again.train.equals(grown)  # one engine or two: the same rows in the same order
     start = chess.Board()
     expected = {}
     for move in start.legal_moves:
@@ -168,9 +169,8 @@ def test_a_child_the_engine_gives_no_evaluation_is_left_out_and_counted(stockfis
     engine = faulty_stockfish(tmp_path, stockfish, "garbage", 2, every=True)
     values = dataset_values(SEARCHED, {"search_children": (30,)})
     with EnginePool(engine, workers=1, timeout_s=30, retries=0) as pool:
-        grown, added, unlabelled = _searched(
-            SEARCHED, _splits(), values, datetime.now(UTC), SearchEngine(pool, lambda _: None)
-        )
+        got = _searched(SEARCHED, _splits(), values, datetime.now(UTC), SearchEngine(pool, lambda _: None))
+    grown, added, unlabelled = got.train, got.added, got.unlabelled
     assert added == [1] and unlabelled == 17 and len(grown) == 2
     (row,) = grown.slice(1).to_pylist()
     board = chess.Board(fens_from_columns([row["planes"]], [row["side_to_move"]], [row["castling"]], [None])[0])
