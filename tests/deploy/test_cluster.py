@@ -6,7 +6,9 @@ process SIGKILLed in the middle of a labels step, and the broker going away mid-
 
 The tests share one cluster (the servers and the three workers of `make cluster-test`) and one
 ingest of its two archives: each test labels shards of its own (the comparison 00 and 01, the
-worker kill 02, the broker loss 03), so none sees another's labels.
+worker kill 02, the broker loss 03), so none sees another's labels. The worker kill is two
+tests, the first and the last after the comparison: the dead step's shard lease expires while the
+tests between them run, instead of in a sleep of its own.
 
 Marked `cluster` (and slow: real engine, shared data). Skipped with the reason when the Debian
 servers are missing; a failure instead under CHESS_PIPELINE_REQUIRE_SHARED=1 (CI installs them).
@@ -157,30 +159,55 @@ def _shard_facts(env, shard):
     return distinct, row["n"], row["dup"]
 
 
-def test_worker_killed_mid_labels_step_then_rerun_loses_and_repeats_nothing(cluster, ingested):
+@pytest.fixture(scope="module")
+def killed_step(cluster, ingested):
+    """A labels step (shard 02) whose worker process is SIGKILLed while it holds the shard's
+    lease, and a re-run started at once, before the dead lease expires; what both left.
+
+    Module-scoped: the test after the lease's expiry (the last of the module) goes on from here,
+    and the lease's wait overlaps the tests in between instead of a sleep."""
     c, shard = cluster, "02"
     launch = _labels_launch(ingested, shard, LEASE_TTL_S)
     run, log = ct.start_run(launch, c.env, c.logdir, 90)
     name, pid = ct.wait_for_step_process(c.workers)
-    assert ct.queue_of(name) == (ct.STOCKFISH_QUEUE,), name
     deadline = time.monotonic() + 120
     while (lease := _shard_lease(c.env, shard)) is None and time.monotonic() < deadline:
         time.sleep(0.2)  # until the step holds the shard's lease: then it is labelling
     assert lease is not None, "the step never took the shard's lease"
-    # The run config's lease time reached the step on the Celery worker: the lease object says it.
-    assert lease["ttl_s"] == LEASE_TTL_S, lease
     # At once: the shard's labels land in one flush at its end (361 positions, under the run's
     # flush_positions), which on an idle machine came within the 2 s this test used to wait.
     os.kill(pid, signal.SIGKILL)  # the worker process running the step, engines and all
     killed_at = time.monotonic()
-    # The dead step's lease stays until it expires (its ttl_s after its last renewal): a re-run
-    # started now, before then, leaves the shard to its holder (a warning, nothing labelled twice) ...
     rerun, rerun_log = ct.start_run(launch, c.env, c.logdir, 92)
-    assert run.wait(300) != 0, log.read_text()[-3000:]
-    distinct, before, _ = _shard_facts(c.env, int(shard))
+    run_rc = run.wait(300)
+    before = _shard_facts(c.env, int(shard))
+    rerun_rc = rerun.wait(300)
+    return {
+        "shard": shard,
+        "launch": launch,
+        "worker": name,
+        "lease": lease,
+        "killed_at": killed_at,
+        "run": (run_rc, log),
+        "rerun": (rerun_rc, rerun_log, time.monotonic() - killed_at),
+        "before": before,
+    }
+
+
+def test_worker_killed_mid_labels_step_leaves_its_shard_to_its_lease_until_it_expires(cluster, killed_step):
+    c, k = cluster, killed_step
+    shard, lease = k["shard"], k["lease"]
+    assert ct.queue_of(k["worker"]) == (ct.STOCKFISH_QUEUE,), k["worker"]
+    # The run config's lease time reached the step on the Celery worker: the lease object says it.
+    assert lease["ttl_s"] == LEASE_TTL_S, lease
+    run_rc, log = k["run"]
+    assert run_rc != 0, log.read_text()[-3000:]
+    distinct, before, _ = k["before"]
     assert before < distinct, "the kill came after the step had finished: nothing was tested"
-    assert rerun.wait(300) == 0, rerun_log.read_text()[-3000:]
-    rerun_s = time.monotonic() - killed_at
+    # The dead step's lease stays until it expires (its ttl_s after its last renewal): the re-run
+    # started at the kill, before then, left the shard to its holder (a warning, nothing labelled twice).
+    rerun_rc, rerun_log, rerun_s = k["rerun"]
+    assert rerun_rc == 0, rerun_log.read_text()[-3000:]
     meta = _labels_metadata(c.env, shard)
     assert (meta["labelled"], meta["shards_busy"]) == (0, shard), (
         f"the re-run, done {rerun_s:.0f} s after the kill, labelled {meta['labelled']} of the shard (busy: "
@@ -189,14 +216,6 @@ def test_worker_killed_mid_labels_step_then_rerun_loses_and_repeats_nothing(clus
     )
     assert _shard_lease(c.env, shard) == lease  # the dead step's, untouched: nobody renewed or took it
     assert _shard_facts(c.env, int(shard))[1:] == (before, 0)
-    time.sleep(max(0.0, LEASE_TTL_S + 5 - (time.monotonic() - killed_at)))
-    # ... and a re-run after it expired completes the shard, labelling no position twice.
-    ct.run_together([launch], c.env, c.logdir)
-    distinct, labelled, dup = _shard_facts(c.env, int(shard))
-    assert (labelled, dup) == (distinct, 0)
-    meta = _labels_metadata(c.env, shard)
-    assert (meta["labelled"], meta["shards_busy"]) == (distinct - before, "none")
-    assert _shard_lease(c.env, shard) is None  # released by the run that took it over
 
 
 def test_broker_gone_mid_run_fails_the_run_clearly_and_a_rerun_completes(cluster, ingested):
@@ -283,3 +302,18 @@ def test_the_instance_has_its_tables_before_any_worker_so_workers_started_togeth
         for proc in loads:
             out = proc.communicate(timeout=120)[0]
             assert proc.returncode == 0, out[-2000:]
+
+
+def test_after_the_dead_lease_expires_a_rerun_completes_the_killed_shard_labelling_nothing_twice(cluster, killed_step):
+    """The last of the module: the tests since the kill took part of the lease's time."""
+    c, k = cluster, killed_step
+    shard = k["shard"]
+    distinct, before, _ = k["before"]
+    assert k["rerun"][0] == 0 and _shard_lease(c.env, shard) == k["lease"]  # still the dead step's
+    time.sleep(max(0.0, LEASE_TTL_S + 5 - (time.monotonic() - k["killed_at"])))
+    ct.run_together([k["launch"]], c.env, c.logdir)
+    distinct, labelled, dup = _shard_facts(c.env, int(shard))
+    assert (labelled, dup) == (distinct, 0)
+    meta = _labels_metadata(c.env, shard)
+    assert (meta["labelled"], meta["shards_busy"]) == (distinct - before, "none")
+    assert _shard_lease(c.env, shard) is None  # released by the run that took it over

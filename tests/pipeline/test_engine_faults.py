@@ -118,7 +118,7 @@ def test_a_missing_or_repeated_bestmove_never_moves_a_reply_to_another_position(
     store = _store(tmp_path, games_pgn)
     # (timeout_s: when the last search in flight has no `bestmove`, no next fence comes; the
     # timeout ends it, and the engine is restarted.)
-    with EnginePool(wrapper(tmp_path, stockfish, mode, "every", 7), workers=2, timeout_s=5) as pool:
+    with EnginePool(wrapper(tmp_path, stockfish, mode, "every", 7), workers=2, timeout_s=2) as pool:
         stats = label_store(store, pool, LabelRun(limit=DEPTH))
         restarts = pool.restarts
     labels = _rows(store, "labels")
