@@ -23,7 +23,7 @@ from assets.config import DescribedConfig, config_from
 from assets.metadata import md_cell, png_md
 from assets.progress import run_progress
 from assets.resources import StockfishResource, StoreResource
-from assets.training import MODELS
+from assets.training import MODEL_TAG, MODELS
 from pipeline import storage
 from pipeline.evaluation import EndgameConfig, MatchConfig, write_results
 from pipeline.matches import write_games
@@ -154,6 +154,7 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
         name=name,
         group_name=GROUP,
         deps=[model],
+        tags={MODEL_TAG: model},
         description=f"{model} on the EPD test suites: STS points per theme, Kaufman delta-cp, solved counts.",
     )
     def _suites(
@@ -242,6 +243,7 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
         name=name,
         group_name=GROUP,
         deps=[model],
+        tags={MODEL_TAG: model},
         description=f"{model} in matches from Sabatelli's openings (random mover, Stockfish skill levels, "
         "search vs the traditional evaluation) and converting won endgames.",
     )
@@ -454,6 +456,7 @@ def report_asset(model: str) -> dg.AssetsDefinition:
         name=name,
         group_name=GROUP,
         deps=[f"eval_suites_{model}", f"eval_matches_{model}", "elo_ratings", *REPORT_EXTRA_DEPS.get(model, ())],
+        tags={MODEL_TAG: model},
         description=f"{model}'s evaluation next to the published figures (Markdown, charts; also "
         f"reports/evaluation/{model}.md in the store).",
     )

@@ -13,8 +13,10 @@ before it as their own runs: `chess-pipeline reproduce` runs all of it, resumabl
 """
 
 import base64
+import operator
 import re
 import time
+from functools import reduce
 
 import dagster as dg
 from pydantic import Field
@@ -26,7 +28,7 @@ from assets.evaluation import GROUP as EVAL_GROUP
 from assets.evaluation import HEAD_TO_HEAD_MODELS, report_dir
 from assets.resources import StoreResource
 from assets.training import GROUP as MODELS_GROUP
-from assets.training import MODELS, TrainRunConfig, train_and_record
+from assets.training import MODEL_TAG, MODELS, TrainRunConfig, train_and_record
 from pipeline import published, storage
 from pipeline.datasets import DATASETS, build_dataset
 from pipeline.published import DEEPCHESS_MODEL
@@ -125,8 +127,12 @@ def split_model_asset(name: str) -> dg.AssetsDefinition:
 
 
 SEARCHED = [n for n, spec in DATASETS.items() if spec.search]
-"""Datasets grown by searched children (ours, no published figure, no model of the reproduction's):
-neither split as published nor in the reproduction's job."""
+"""Datasets grown by searched children (ours, no published figure, on static labels where the
+reproduction labels by depth): neither split as published nor in the reproduction's job."""
+REPRODUCED = [m for m in MODELS if MODELS[m].dataset not in SEARCHED]
+"""The models the reproduction trains and evaluates: every model asset but those of a SEARCHED
+dataset (mlp_search_regression: trained and evaluated by `chess-pipeline train` and `evaluate`)."""
+NOT_REPRODUCED = [m for m in MODELS if m not in REPRODUCED]
 split_dataset_assets = [split_dataset_asset(n) for n in DATASETS if n not in SEARCHED]
 split_model_assets = [split_model_asset(n) for n in SPLIT_MODELS]
 
@@ -177,7 +183,7 @@ def size_text(meta: dict, schedule: str = "") -> str:
 def job_assets(models: list[str] | None = None, extra: tuple[str, ...] = ()) -> list[str]:
     """The reproduction's assets in the order they run (upstream first), for these models (all
     by default); `extra`: other assets to run before the report (Lubeck's grid where defined)."""
-    models = list(models or MODELS)
+    models = list(models or REPRODUCED)
     datasets = sorted({MODELS[m].dataset for m in models}, key=list(DATASETS).index)
     names = datasets + [on_published_split(d) for d in datasets]
     names += models + [on_published_split(m) for m in models if m in SPLIT_MODELS] + ["model_results"]
@@ -211,7 +217,7 @@ def reproduction_report(
 
     st = store.get()
     instance = context.instance
-    models = [m for m in (config.models or MODELS) if m in MODELS]
+    models = [m for m in (config.models or REPRODUCED) if m in REPRODUCED]
     figures = [*published.MODEL_FIGURES.values(), *published.EVALUATION_FIGURES]
     figures += published.deepchess_figures(published.DEEPCHESS, published.DEEPCHESS_BUCKETS)
     figures += published.piece_value_figures(published.TEAM44)
@@ -334,7 +340,10 @@ reproduction_job = dg.define_asset_job(
     # By group: every dataset, model and evaluation asset the code location defines (Lubeck's grid
     # included where a module defines it), so a module left out never stops the code location.
     selection=dg.AssetSelection.groups(DATASETS_GROUP, MODELS_GROUP, EVAL_GROUP, GROUP)
-    - dg.AssetSelection.assets(*SEARCHED),
+    - dg.AssetSelection.assets(*SEARCHED)
+    # The models it does not train, with their evaluations: by tag, so that a code location
+    # without the evaluation assets still loads.
+    - reduce(operator.or_, (dg.AssetSelection.tag(MODEL_TAG, m) for m in NOT_REPRODUCED), dg.AssetSelection.assets()),
     description="The published tables reproduced: datasets both ways, every model, the evaluation and "
     "reports/reproduction.md (after ingest and labels: `chess-pipeline reproduce` runs them all, resumably).",
 )

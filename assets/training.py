@@ -17,6 +17,9 @@ from training.choices import Profile
 from training.config import TrainConfig
 
 GROUP = "models"
+MODEL_TAG = "model"
+"""The tag every model asset and the evaluation assets each model has (suites, matches, report)
+carry: the model asset's name (the UI filters by it; reproduction_job leaves models out by it)."""
 
 
 class _ProfileRunConfig(DescribedConfig):
@@ -157,6 +160,7 @@ def model_asset(name: str) -> dg.AssetsDefinition:
         name=name,
         group_name=GROUP,
         deps=[m.dataset],
+        tags={MODEL_TAG: name},
         description=f"{m.model} on {m.encoder} input, trained on {m.dataset} ({m.anchor}).",
     )
     def _model(context: dg.AssetExecutionContext, config: TrainRunConfig, store: StoreResource):

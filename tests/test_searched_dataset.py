@@ -3,8 +3,9 @@ static-labelled store (100 FICS games): sabatelli_regression's rows as they are,
 round children of the rows before, none of them held out or repeated, each labelled as
 Stockfish's own `eval` scores it (asked here directly, not through the project's evaluator);
 the same build again, its engines failing now and then, gives the same rows; an engine that
-never evaluates leaves the files as they were."""
+never evaluates leaves the files as they were; the model asset mlp_search_regression trains on it."""
 
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import chess.polyglot
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 from pipeline.encoding import fens_from_columns
 from tests.engines import faulty_stockfish, static_cp
@@ -147,3 +149,34 @@ def test_an_engine_that_never_evaluates_fails_the_build_in_one_line_and_leaves_t
     assert "gave no static evaluation for any of round 1's" in last and "+zz.q" in last
     assert last.endswith("(the dataset's files were not changed)")
     assert {p.name: p.read_bytes() for p in (datasets / NAME).glob("*.parquet")} == files
+
+
+def test_the_model_asset_trains_on_every_row_of_the_grown_set_and_its_checkpoint_plays(built, tmp_path):
+    """`chess-pipeline train mlp_search_regression`: 768-256-32-1 (mlp_search) on every grown train
+    row (the full profile), tested on sabatelli_regression's test positions in centipawns, its
+    figures in model_metrics; the checkpoint is one the search's evaluator loads and scores."""
+    from training.evaluator import load_evaluator
+
+    home, datasets, _ = built
+    rows = {s: _table(datasets / NAME, s).num_rows for s in ("train", "val", "test")}
+    done = _run(*home, "train", "mlp_search_regression", "--profile", "full", "--epochs", "1", "--device", "cpu")
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("mlp_search_regression: test MSE")]
+    assert f"on {rows['test']:,} test positions; 1 epochs on {rows['train']:,} rows" in line, line
+    cp_mae = float(line.split("cp MAE ")[1].split()[0])
+    sql = "SELECT dataset, metric, value FROM model_metrics WHERE model = 'mlp_search_regression' AND split = 'test'"
+    got = json.loads(_run(*home, "sql", sql, "--format", "json").stdout)
+    metrics = {r["metric"]: r["value"] for r in got}
+    assert {r["dataset"] for r in got} == {NAME} and metrics["rows"] == rows["test"]
+    assert round(metrics["cp_mae"]) == cp_mae and metrics["mse"] > 0 and "mean_baseline_mse" in metrics, metrics
+    (checkpoint,) = (Path(home[2]) / "models" / "mlp_search_regression").glob("*/checkpoint.pt")
+    ck = torch.load(checkpoint, weights_only=False, map_location="cpu")
+    config = ck["config"]
+    assert (config["dataset"], config["model"], config["encoder"]) == (NAME, "mlp_search", "bitmap768")
+    shapes = [tuple(w.shape) for k, w in ck["model"].items() if k.endswith(".weight")]
+    assert shapes == [(256, 768), (32, 256), (1, 32)]  # 768-256-32-1
+    # The search's evaluator (numpy, side to move's centipawns) on the test positions errs by the
+    # cp MAE training measured in torch: the checkpoint plays the network that was scored.
+    test = _table(datasets / NAME, "test")
+    cp = np.array(test.column("target").to_pylist()) * 3000 - 1500
+    scores = load_evaluator(checkpoint).evaluate(_boards(test))
+    assert abs(np.abs(scores - cp).mean() - metrics["cp_mae"]) < 0.05, (np.abs(scores - cp).mean(), metrics)

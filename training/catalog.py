@@ -75,6 +75,13 @@ MODELS = {
     "mlp_bitmap_regression": ModelAsset(
         "sabatelli_regression", "mlp_regression", "bitmap768", anchor("mlp_bitmap_regression")
     ),
+    # Ours: the regression set on static labels grown by searched children (pipeline/search_positions.py).
+    "mlp_search_regression": ModelAsset(
+        "sabatelli_regression_search",
+        "mlp_search",
+        "bitmap768",
+        "none (ours): must beat the traditional evaluation in the search (lubeck_grid)",
+    ),
     "lubeck_wdl_mlp": ModelAsset("lubeck_wdl", "lubeck", "bitmap768", "Lubeck WDL network"),
     "piece_value_net": ModelAsset(
         "piece_values",

@@ -216,12 +216,21 @@ def select_archives(cfg: ReproduceConfig) -> list[Path]:
 
 
 def check_models(models: tuple[str, ...]) -> list[str]:
+    from assets.reproduce import REPRODUCED
     from assets.training import MODELS
 
     unknown = [m for m in models if m not in MODELS]
     if unknown:
-        raise SystemExit(f"chess-pipeline reproduce: no model {', '.join(unknown)}; known: {', '.join(MODELS)}")
-    return list(models) or list(MODELS)
+        raise SystemExit(f"chess-pipeline reproduce: no model {', '.join(unknown)}; known: {', '.join(REPRODUCED)}")
+    ours = [m for m in models if m not in REPRODUCED]
+    if ours:
+        datasets = ", ".join(sorted({MODELS[m].dataset for m in ours}))
+        raise SystemExit(
+            f"chess-pipeline reproduce: {', '.join(ours)} {'is' if len(ours) == 1 else 'are'} not part of the "
+            f"reproduction (trained on {datasets}, ours, with no published figure); build and train with "
+            f"`chess-pipeline datasets {datasets.split(', ')[0]}` and `chess-pipeline train {ours[0]}`"
+        )
+    return list(models) or list(REPRODUCED)
 
 
 def ingest_missing(
