@@ -17,6 +17,7 @@ from assets.metadata import md_cell, png_md
 from assets.reproduce import GROUP as REPRODUCTION_GROUP
 from assets.reproduce import SPLIT_MODELS
 from assets.resources import StockfishResource, StoreResource
+from assets.training import MODEL_TAG
 from pipeline.datasets import protocol_text
 from pipeline.evaluation import write_results
 from pipeline.published import DEEPCHESS, DEEPCHESS_BUCKETS, DEEPCHESS_MODEL, PAIRS_ON_PUBLISHED_SPLIT
@@ -109,6 +110,7 @@ def pairs_eval_asset(model: str, group: str = GROUP) -> dg.AssetsDefinition:
         name=f"eval_pairs_{model}",
         group_name=group,
         deps=[model],
+        tags={MODEL_TAG: model},
         description=f"DeepChess Experiment 1 for {model} (test-split pair accuracy by Stockfish static-evaluation "
         f"bucket, suite deepchess_pairs) and the STS solution ranking of Experiment 2, beside the published "
         f"figures; test split: {protocol}.",

@@ -18,6 +18,7 @@ from assets.metadata import png_md
 from assets.reproduce import GROUP as REPRODUCTION_GROUP
 from assets.reproduce import SPLIT_MODELS
 from assets.resources import StoreResource
+from assets.training import MODEL_TAG
 from pipeline.evaluation import write_results
 from pipeline.reproduction import on_published_split
 from pipeline.store import atomic_path
@@ -40,6 +41,7 @@ def piece_values_eval_asset(model: str, group: str = GROUP) -> dg.AssetsDefiniti
         name=name,
         group_name=group,
         deps=[model],
+        tags={MODEL_TAG: model},
         description=f"{model}: average value per piece type (pawn = 1) beside Team 44's, per game phase, and the "
         "test error beside the book-material baseline, on the test split the model was trained beside.",
     )

@@ -127,8 +127,9 @@ def split_model_asset(name: str) -> dg.AssetsDefinition:
 
 
 SEARCHED = [n for n, spec in DATASETS.items() if spec.search]
-"""Datasets grown by searched children (ours, no published figure, on static labels where the
-reproduction labels by depth): neither split as published nor in the reproduction's job."""
+"""Datasets grown by searched children (ours, no published figure, on static labels only: the
+reproduction labels by depth unless --label-static): neither split as published nor in the
+reproduction's job."""
 REPRODUCED = [m for m in MODELS if MODELS[m].dataset not in SEARCHED]
 """The models the reproduction trains and evaluates: every model asset but those of a SEARCHED
 dataset (mlp_search_regression: trained and evaluated by `chess-pipeline train` and `evaluate`)."""
@@ -141,7 +142,7 @@ class ReportConfig(DescribedConfig):
     settings: dict[str, str] = {}
     """What the run was asked for (archives, labels, profile, bounds), as the report's first lines."""
     models: list[str] = []
-    """The models the run covered (empty: every model)."""
+    """The models the run covered (empty: every model of REPRODUCED)."""
     schedules: dict[str, str] = {}
     """model (or its published-split copy) -> its resolved schedule in words (its profile's rows, epochs and
     minutes, with the run's caps and its share of the time budget)."""
@@ -181,9 +182,12 @@ def size_text(meta: dict, schedule: str = "") -> str:
 
 
 def job_assets(models: list[str] | None = None, extra: tuple[str, ...] = ()) -> list[str]:
-    """The reproduction's assets in the order they run (upstream first), for these models (all
-    by default); `extra`: other assets to run before the report (Lubeck's grid where defined)."""
+    """The reproduction's assets in the order they run (upstream first), for these models (every
+    model of REPRODUCED by default; ValueError for another); `extra`: other assets to run before
+    the report (Lubeck's grid where defined)."""
     models = list(models or REPRODUCED)
+    if left_out := [m for m in models if m not in REPRODUCED]:
+        raise ValueError(f"not models of the reproduction: {', '.join(left_out)}")
     datasets = sorted({MODELS[m].dataset for m in models}, key=list(DATASETS).index)
     names = datasets + [on_published_split(d) for d in datasets]
     names += models + [on_published_split(m) for m in models if m in SPLIT_MODELS] + ["model_results"]
@@ -344,6 +348,7 @@ reproduction_job = dg.define_asset_job(
     # The models it does not train, with their evaluations: by tag, so that a code location
     # without the evaluation assets still loads.
     - reduce(operator.or_, (dg.AssetSelection.tag(MODEL_TAG, m) for m in NOT_REPRODUCED), dg.AssetSelection.assets()),
-    description="The published tables reproduced: datasets both ways, every model, the evaluation and "
+    description="The published tables reproduced: datasets both ways, every model (but ours on searched "
+    "positions), the evaluation and "
     "reports/reproduction.md (after ingest and labels: `chess-pipeline reproduce` runs them all, resumably).",
 )

@@ -18,8 +18,9 @@ from training.config import TrainConfig
 
 GROUP = "models"
 MODEL_TAG = "model"
-"""The tag every model asset and the evaluation assets each model has (suites, matches, report)
-carry: the model asset's name (the UI filters by it; reproduction_job leaves models out by it)."""
+"""The tag every model asset and its evaluation assets (eval_<kind>_<model>: suites, matches,
+report, DeepChess's pairs, the piece values) carry: the model asset's name (the UI filters by it;
+reproduction_job leaves models out by it)."""
 
 
 class _ProfileRunConfig(DescribedConfig):

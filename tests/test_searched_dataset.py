@@ -167,7 +167,8 @@ def test_the_model_asset_trains_on_every_row_of_the_grown_set_and_its_checkpoint
     got = json.loads(_run(*home, "sql", sql, "--format", "json").stdout)
     metrics = {r["metric"]: r["value"] for r in got}
     assert {r["dataset"] for r in got} == {NAME} and metrics["rows"] == rows["test"]
-    assert round(metrics["cp_mae"]) == cp_mae and metrics["mse"] > 0 and "mean_baseline_mse" in metrics, metrics
+    # (the line prints the metadata's figure, itself rounded to 0.1 cp)
+    assert abs(metrics["cp_mae"] - cp_mae) <= 0.55 and metrics["mse"] > 0 and "mean_baseline_mse" in metrics, metrics
     (checkpoint,) = (Path(home[2]) / "models" / "mlp_search_regression").glob("*/checkpoint.pt")
     ck = torch.load(checkpoint, weights_only=False, map_location="cpu")
     config = ck["config"]

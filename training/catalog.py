@@ -81,6 +81,7 @@ MODELS = {
         "mlp_search",
         "bitmap768",
         "none (ours): must beat the traditional evaluation in the search (lubeck_grid)",
+        profiles={"quick": MATERIAL_MLP_QUICK},
     ),
     "lubeck_wdl_mlp": ModelAsset("lubeck_wdl", "lubeck", "bitmap768", "Lubeck WDL network"),
     "piece_value_net": ModelAsset(

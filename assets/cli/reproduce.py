@@ -47,7 +47,7 @@ class ReproduceConfig:
     suites: str = str(SHARED / "epd")
     """Folder of the EPD suites (STS, Kaufman)."""
     models: tuple[str, ...] = ()
-    """Model assets to reproduce (empty: every model)."""
+    """Model assets to reproduce (empty: every model but mlp_search_regression, ours on searched positions)."""
     profile: Profile = "full"
     """Training profile: full (the published schedules) or quick (a few CPU minutes a model)."""
     label_depth: int = 8
@@ -227,8 +227,9 @@ def check_models(models: tuple[str, ...]) -> list[str]:
         datasets = ", ".join(sorted({MODELS[m].dataset for m in ours}))
         raise SystemExit(
             f"chess-pipeline reproduce: {', '.join(ours)} {'is' if len(ours) == 1 else 'are'} not part of the "
-            f"reproduction (trained on {datasets}, ours, with no published figure); build and train with "
-            f"`chess-pipeline datasets {datasets.split(', ')[0]}` and `chess-pipeline train {ours[0]}`"
+            f"reproduction (trained on {datasets}, ours, with no published figure); label, build and train "
+            f"with `chess-pipeline label --static`, `chess-pipeline datasets {datasets.split(', ')[0]}` and "
+            f"`chess-pipeline train {ours[0]}`"
         )
     return list(models) or list(REPRODUCED)
 
@@ -683,7 +684,9 @@ def add_parser(sub) -> None:
     s = sub.add_parser(
         "reproduce", help="the published tables on the shared data: ingest, label, train, evaluate, report"
     )
-    s.add_argument("models", nargs="*", help="model assets to reproduce (default: every model)")
+    s.add_argument(
+        "models", nargs="*", help="model assets to reproduce (default: every model but mlp_search_regression)"
+    )
     add_field_flag(s, ReproduceConfig, "data", "--data", metavar="FOLDER")
     add_field_flag(s, ReproduceConfig, "archives", "--archives", metavar="GLOB")
     add_field_flag(s, ReproduceConfig, "suites", "--suites", metavar="FOLDER")

@@ -309,8 +309,10 @@ def test_after_the_dead_lease_expires_a_rerun_completes_the_killed_shard_labelli
     c, k = cluster, killed_step
     shard = k["shard"]
     distinct, before, _ = k["before"]
-    assert k["rerun"][0] == 0 and _shard_lease(c.env, shard) == k["lease"]  # still the dead step's
-    time.sleep(max(0.0, LEASE_TTL_S + 5 - (time.monotonic() - k["killed_at"])))
+    # What the first test checks, again (run alone, this one must not pass on a kill that missed).
+    assert k["run"][0] != 0 and before < distinct and k["rerun"][0] == 0
+    assert _shard_lease(c.env, shard) == k["lease"]  # still the dead step's
+    time.sleep(max(0.0, k["lease"]["ttl_s"] + 5 - (time.monotonic() - k["killed_at"])))
     ct.run_together([k["launch"]], c.env, c.logdir)
     distinct, labelled, dup = _shard_facts(c.env, int(shard))
     assert (labelled, dup) == (distinct, 0)

@@ -50,7 +50,7 @@ def _expected_rows(board: chess.Board, moves: list[chess.Move]):
     return rows
 
 
-@functools.cache
+@functools.lru_cache(maxsize=1)  # the two implementations' tests run one after the other
 def _expected_of(games: tuple[tuple[str | None, str | None], ...]) -> list[tuple]:
     """python-chess's rows of every position of the games ((start_fen, moves_uci) each), in
     order: worked out once for both implementations, which read the same games."""
