@@ -8,7 +8,8 @@ evaluation_results (suite lubeck_grid/<kind>/depth<d>/<t>s).
 
 With `checkpoint: FILE` it plays that checkpoint (any trained model the evaluator scores, e.g.
 one trained on a GPU) in place of lubeck_wdl_mlp's, named <name>, the checkpoint's
-model_encoder_dataset. With `challenger: stockfish_static` it plays Stockfish's own static
+model_encoder_dataset; `checkpoint: MODEL`, a model asset's name, plays the checkpoint of its
+latest materialisation the same way. With `challenger: stockfish_static` it plays Stockfish's own static
 evaluation instead of the network (no checkpoint needed), the reference of a better but slower
 evaluation, named stockfish_static. Either way its report is reports/lubeck_grid_<name>.md (and
 .png, the checkpoint's path in it) and its rows go under model <name> and asset
@@ -18,6 +19,7 @@ PGN player) in place of either, so two checkpoints of the same model, encoder an
 (trained on more positions, say) keep a report each.
 """
 
+import dataclasses
 import functools
 import time
 
@@ -89,6 +91,8 @@ def lubeck_grid(
         cfg = config.to_dataclass(GridConfig)
     except ValueError as e:
         raise dg.Failure(str(e)) from None
+    if cfg.checkpoint in MODELS:  # a model asset's name: the checkpoint of its latest materialisation
+        cfg = dataclasses.replace(cfg, checkpoint=str(checkpoint_of(context, cfg.checkpoint)))
     if cfg.challenger == "network" and cfg.checkpoint:
         own = played_checkpoint(cfg)  # checks the file before any game, whatever the name
     else:

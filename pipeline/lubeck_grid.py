@@ -74,8 +74,9 @@ class GridConfig:
     checkpoint: str = ""
     """challenger `network` only: a checkpoint (a file, or an S3 store's object) to play in place
     of lubeck_wdl_mlp's, any model training.evaluator scores (e.g. a CNN trained on a GPU with
-    `python -m training.train`); its rows, report and player are named after the checkpoint's
-    model, encoder and dataset. Empty: lubeck_wdl_mlp's latest materialisation."""
+    `python -m training.train`), or a model asset's name (e.g. mlp_search_regression: the
+    checkpoint of its latest materialisation); its rows, report and player are named after the
+    checkpoint's model, encoder and dataset. Empty: lubeck_wdl_mlp's latest materialisation."""
     name: str = ""
     """The challenger's name in place of the one it plays under (lubeck_wdl_mlp, the checkpoint's
     model_encoder_dataset, stockfish_static): its rows, report and PGN player take it, so two

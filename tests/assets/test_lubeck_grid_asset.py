@@ -256,6 +256,45 @@ def test_a_checkpoint_file_plays_in_place_of_the_model_asset_under_its_own_name(
     assert (store.root / "matches" / "lubeck_grid" / f"{run_id}.pgn").read_text().count('"round-3.mlp') == 4
 
 
+def test_a_model_asset_named_as_the_checkpoint_plays_its_latest_materialisation(tmp_path_factory, stockfish, fics_2022):
+    """checkpoint: MODEL plays the checkpoint the model asset's latest materialisation recorded, as
+    checkpoint: FILE plays a file (its rows under the checkpoint's model, encoder and dataset); a
+    model asset not materialised yet fails the run in one line, before any game."""
+    tmp = tmp_path_factory.mktemp("grid_model_asset")
+    store = Store(tmp / "store").ensure()
+    add_pgn(store, tmp, "games.pgn", first_games(fics_2022, 60, tmp / "src.pgn"))
+    checkpoint = lubeck_checkpoint(tmp_path_factory, fics_2022)
+    resources = {"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(workers=2)}
+    config = {**TINY, "depths": [1], "seconds": [1.0]}
+    with dg.instance_for_test() as instance:
+        untrained = dg.materialize(
+            [lubeck_grid],
+            instance=instance,
+            resources=resources,
+            run_config={"ops": {"lubeck_grid": {"config": {**config, "checkpoint": "mlp_search_regression"}}}},
+            raise_on_error=False,
+        )
+        (failure,) = untrained.get_step_failure_events()
+        failed = failure.step_failure_data.user_failure_data
+        assert failed is not None and failed.description == (
+            "model mlp_search_regression has not been materialised: train it first "
+            "(chess-pipeline train mlp_search_regression)"
+        )
+        assert not (store.root / "matches").exists()
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization("lubeck_wdl_mlp", metadata={"checkpoint": dg.MetadataValue.path(str(checkpoint))})
+        )
+        result = dg.materialize(
+            [lubeck_grid],
+            instance=instance,
+            resources=resources,
+            run_config={"ops": {"lubeck_grid": {"config": {**config, "checkpoint": "lubeck_wdl_mlp"}}}},
+        )
+    assert result.asset_materializations_for_node("lubeck_grid")[0].metadata["checkpoint"].value == str(checkpoint)
+    name = "lubeck_bitmap768_lubeck_wdl"  # the recorded checkpoint's preset, encoder and dataset
+    assert {r[0] for r in _asset_rows(store, f"lubeck_grid_{name}")} == {name}
+
+
 def _asset_rows(store: Store, asset: str) -> list[tuple]:
     with memory_connection(store) as con:
         return sorted(con.sql("SELECT * FROM evaluation_results WHERE asset = $a", params={"a": asset}).fetchall())
