@@ -166,6 +166,18 @@ def _results(name: str, stats: DatasetStats):
         passed=all(stats.rows[s] > 0 for s in SPLITS),
         metadata={s: stats.rows[s] for s in SPLITS},
     )
+    if spec.search:
+        asked = sum(stats.searched) + stats.searched_unlabelled
+        yield dg.AssetCheckResult(
+            check_name="searched_children_labelled",
+            passed=stats.searched_unlabelled == 0,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={
+                "searched_unlabelled": stats.searched_unlabelled,
+                "searched_children": asked,
+                "unlabelled_share": round(stats.searched_unlabelled / asked, 6) if asked else 0.0,
+            },
+        )
 
 
 def dataset_asset(name: str) -> dg.AssetsDefinition:
@@ -184,6 +196,15 @@ def dataset_asset(name: str) -> dg.AssetsDefinition:
         ),
         dg.AssetCheckSpec("rows_per_split", asset=name, description="train, val and test are not empty"),
     ]
+    if spec.search:
+        checks.append(
+            dg.AssetCheckSpec(
+                "searched_children_labelled",
+                asset=name,
+                description="every searched child got Stockfish's evaluation (one the engine failed on after the "
+                "pool's retries is left out of train: warns, with how many)",
+            )
+        )
 
     def build(context: dg.AssetExecutionContext, config, store: StoreResource, engine: SearchEngine | None = None):
         from pipeline.engine import EngineError

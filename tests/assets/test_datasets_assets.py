@@ -68,3 +68,31 @@ def test_a_set_with_no_candidates_reports_no_coverage_and_why(instance, tmp_path
     checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
     assert not checks["label_coverage"].passed and not checks["rows_per_split"].passed
     assert "rated over 3000" in checks["label_coverage"].metadata["empty_reason"].value
+
+
+def test_a_searched_set_warns_when_children_were_left_unlabelled_and_passes_when_none_were():
+    """searched_children_labelled (WARN): the children the engine gave no evaluation after the pool's
+    retries (left out of train), against the children asked for; only a searched set has it."""
+    from assets.datasets import _results
+    from pipeline.datasets import DatasetStats
+
+    def check(name: str, **searched) -> dict | None:
+        stats = DatasetStats(
+            name,
+            candidates=10,
+            rows={s: 5 for s in SPLITS},
+            removed={s: 0 for s in SPLITS},
+            target_summary={s: (0.5, 0.1, 0.0, 1.0) for s in SPLITS},
+            overlap={},
+            **searched,
+        )
+        found = [r for r in _results(name, stats) if getattr(r, "check_name", "") == "searched_children_labelled"]
+        if not found:
+            return None
+        assert found[0].severity == dg.AssetCheckSeverity.WARN
+        return {"passed": found[0].passed, **{k: v.value for k, v in found[0].metadata.items()}}
+
+    left_out = check("sabatelli_regression_search", searched=[30, 40, 13], searched_unlabelled=17)
+    assert left_out == {"passed": False, "searched_unlabelled": 17, "searched_children": 100, "unlabelled_share": 0.17}
+    assert check("sabatelli_regression_search", searched=[30, 40, 30])["passed"] is True
+    assert check("sabatelli_regression") is None
