@@ -36,6 +36,24 @@ TINY = {
 """A grid of 2 depths x 2 times x 2 start kinds, one start position a kind (2 games a cell)."""
 
 
+def _record_lubeck(instance: dg.DagsterInstance, checkpoint) -> None:
+    """checkpoint recorded as the model asset lubeck_wdl_mlp's latest materialisation."""
+    instance.report_runless_asset_event(
+        dg.AssetMaterialization("lubeck_wdl_mlp", metadata={"checkpoint": dg.MetadataValue.path(str(checkpoint))})
+    )
+
+
+def _play(instance: dg.DagsterInstance, resources: dict, config: dict, raise_on_error: bool = True):
+    """lubeck_grid materialised with config in instance."""
+    return dg.materialize(
+        [lubeck_grid],
+        instance=instance,
+        resources=resources,
+        run_config={"ops": {"lubeck_grid": {"config": config}}},
+        raise_on_error=raise_on_error,
+    )
+
+
 @pytest.fixture(scope="module")
 def grid_run(tmp_path_factory, stockfish, fics_2022):
     """60 real games ingested, Lubeck's network trained one epoch on the first 16 of them
@@ -48,16 +66,8 @@ def grid_run(tmp_path_factory, stockfish, fics_2022):
     checkpoint = lubeck_checkpoint(tmp_path_factory, fics_2022)
     resources = {"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(workers=2)}
     with dg.instance_for_test() as instance:
-        instance.report_runless_asset_event(
-            dg.AssetMaterialization("lubeck_wdl_mlp", metadata={"checkpoint": dg.MetadataValue.path(str(checkpoint))})
-        )
-        result = dg.materialize(
-            [lubeck_grid],
-            instance=instance,
-            resources=resources,
-            run_config={"ops": {"lubeck_grid": {"config": TINY}}},
-        )
-        yield store, result
+        _record_lubeck(instance, checkpoint)
+        yield store, _play(instance, resources, TINY)
 
 
 def test_the_grid_has_a_cell_per_depth_time_and_start_kind(grid_run):
@@ -141,12 +151,8 @@ def _materialize(store: Store, config: dict, engine: StockfishResource, raise_on
     """lubeck_grid materialised on store with config, in a fresh Dagster instance (no model
     materialised in it)."""
     with dg.instance_for_test() as instance:
-        return dg.materialize(
-            [lubeck_grid],
-            instance=instance,
-            resources={"store": StoreResource(root=str(store.root)), "stockfish": engine},
-            run_config={"ops": {"lubeck_grid": {"config": config}}},
-            raise_on_error=raise_on_error,
+        return _play(
+            instance, {"store": StoreResource(root=str(store.root)), "stockfish": engine}, config, raise_on_error
         )
 
 
@@ -267,13 +273,7 @@ def test_a_model_asset_named_as_the_checkpoint_plays_its_latest_materialisation(
     resources = {"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(workers=2)}
     config = {**TINY, "depths": [1], "seconds": [1.0]}
     with dg.instance_for_test() as instance:
-        untrained = dg.materialize(
-            [lubeck_grid],
-            instance=instance,
-            resources=resources,
-            run_config={"ops": {"lubeck_grid": {"config": {**config, "checkpoint": "mlp_search_regression"}}}},
-            raise_on_error=False,
-        )
+        untrained = _play(instance, resources, {**config, "checkpoint": "mlp_search_regression"}, False)
         (failure,) = untrained.get_step_failure_events()
         failed = failure.step_failure_data.user_failure_data
         assert failed is not None and failed.description == (
@@ -281,15 +281,8 @@ def test_a_model_asset_named_as_the_checkpoint_plays_its_latest_materialisation(
             "(chess-pipeline train mlp_search_regression)"
         )
         assert not (store.root / "matches").exists()
-        instance.report_runless_asset_event(
-            dg.AssetMaterialization("lubeck_wdl_mlp", metadata={"checkpoint": dg.MetadataValue.path(str(checkpoint))})
-        )
-        result = dg.materialize(
-            [lubeck_grid],
-            instance=instance,
-            resources=resources,
-            run_config={"ops": {"lubeck_grid": {"config": {**config, "checkpoint": "lubeck_wdl_mlp"}}}},
-        )
+        _record_lubeck(instance, checkpoint)
+        result = _play(instance, resources, {**config, "checkpoint": "lubeck_wdl_mlp"})
     assert result.asset_materializations_for_node("lubeck_grid")[0].metadata["checkpoint"].value == str(checkpoint)
     name = "lubeck_bitmap768_lubeck_wdl"  # the recorded checkpoint's preset, encoder and dataset
     assert {r[0] for r in _asset_rows(store, f"lubeck_grid_{name}")} == {name}
