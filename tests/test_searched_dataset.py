@@ -151,14 +151,14 @@ def test_an_engine_that_never_evaluates_fails_the_build_in_one_line_and_leaves_t
     assert {p.name: p.read_bytes() for p in (datasets / NAME).glob("*.parquet")} == files
 
 
-def test_the_model_asset_trains_on_every_row_of_the_grown_set_and_its_checkpoint_plays(built, tmp_path):
+def test_the_model_asset_trains_on_every_row_of_the_grown_set_and_its_checkpoint_plays(built):
     """`chess-pipeline train mlp_search_regression`: 768-256-32-1 (mlp_search) on every grown train
     row (the full profile), tested on sabatelli_regression's test positions in centipawns, its
     figures in model_metrics; the checkpoint is one the search's evaluator loads and scores."""
     from training.evaluator import load_evaluator
 
     home, datasets, _ = built
-    rows = {s: _table(datasets / NAME, s).num_rows for s in ("train", "val", "test")}
+    rows = {s: _table(datasets / NAME, s).num_rows for s in ("train", "test")}
     done = _run(*home, "train", "mlp_search_regression", "--profile", "full", "--epochs", "1", "--device", "cpu")
     (line,) = [x for x in done.stdout.splitlines() if x.startswith("mlp_search_regression: test MSE")]
     assert f"on {rows['test']:,} test positions; 1 epochs on {rows['train']:,} rows" in line, line

@@ -224,11 +224,11 @@ def check_models(models: tuple[str, ...]) -> list[str]:
         raise SystemExit(f"chess-pipeline reproduce: no model {', '.join(unknown)}; known: {', '.join(REPRODUCED)}")
     ours = [m for m in models if m not in REPRODUCED]
     if ours:
-        datasets = ", ".join(sorted({MODELS[m].dataset for m in ours}))
+        datasets = sorted({MODELS[m].dataset for m in ours})
         raise SystemExit(
             f"chess-pipeline reproduce: {', '.join(ours)} {'is' if len(ours) == 1 else 'are'} not part of the "
-            f"reproduction (trained on {datasets}, ours, with no published figure); label, build and train "
-            f"with `chess-pipeline label --static`, `chess-pipeline datasets {datasets.split(', ')[0]}` and "
+            f"reproduction (trained on {', '.join(datasets)}, ours, with no published figure); label, build and "
+            f"train with `chess-pipeline label --static`, `chess-pipeline datasets {datasets[0]}` and "
             f"`chess-pipeline train {ours[0]}`"
         )
     return list(models) or list(REPRODUCED)
