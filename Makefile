@@ -53,6 +53,7 @@ bench: install
 	$(BIN)/python benchmarks/labels.py
 	$(BIN)/python benchmarks/loader.py
 	$(BIN)/python benchmarks/search.py
+	$(BIN)/python benchmarks/search_positions.py
 	$(BIN)/python benchmarks/evaluation.py
 
 # Build output only: the venv, setuptools' build folders, the compiled ingest loops, caches.

@@ -67,10 +67,10 @@ def watch_parent(parent: int) -> None:
     threading.Thread(target=watch, name="watch-parent", daemon=True).start()
 
 
-def _setup(parent: int, setup: Callable[..., Any], args: tuple) -> None:
+def _setup(parent: int, setup: Callable[..., Any] | None, args: tuple) -> None:
     watch_parent(parent)
     try:
-        _STATE["value"] = setup(*args)
+        _STATE["value"] = setup(*args) if setup else None
     except Exception as e:  # each task raises it: the caller sees why, not a broken pool
         _STATE["error"] = e
 
@@ -93,21 +93,21 @@ def ordered_map(
     fn: Callable[[T, Any], R],
     tasks: Sequence[T],
     workers: int,
-    setup: Callable[..., Any],
+    setup: Callable[..., Any] | None = None,
     setup_args: tuple = (),
     progress: Callable[[int, int], None] | None = None,
 ) -> list[R]:
-    """fn(task, setup(*setup_args)) for every task, in `workers` processes (0: one per usable
-    core; 1: here); progress(done, total) after each. The first task to raise (or setup: each
-    task then raises its error) stops the rest: the processes are ended at once, and the error
-    is raised here; so is an interrupt."""
+    """fn(task, setup(*setup_args)) for every task (state None without a setup), in `workers`
+    processes (0: one per usable core; 1: here); progress(done, total) after each. The first
+    task to raise (or setup: each task then raises its error) stops the rest: the processes are
+    ended at once, and the error is raised here; so is an interrupt."""
     total = len(tasks)
     if not total:
         return []
     n = resolve_workers(workers, total)
     out: list[Any] = [None] * total
     if n == 1:
-        state = setup(*setup_args)
+        state = setup(*setup_args) if setup else None
         try:
             for i, task in enumerate(tasks):
                 out[i] = fn(task, state)

@@ -13,15 +13,20 @@ each child that is:
 - not over and not in check (`eval` scores no position in check);
 - not a position of any split (the leakage guard's rule for val and test; a train position
   has its row already);
-- met for the first time.
+- met for the first time (in the rows' order).
 
-Each is labelled by Stockfish's `eval` through the run's engine pool (pipeline.engine, with its
-retries and checks), from a FEN with halfmove clock 0, as `chess-pipeline label --static`
-labels every position (Stockfish scales its evaluation down as the fifty-move count grows): the
-number a label would hold. A child the engine gives no evaluation (after the pool's retries)
-is left out and counted. Its row has the dataset's columns: the position's, the label's, both targets
-(the linear map of the centipawns clipped at `clip_cp`, and the win probability) from the side
-to move's view or White's as `pov` says, and `mirrored`; the game's columns are null.
+The drawing runs in as many processes as the run has engines (python-chess picks and plays the
+moves; numpy encodes and keys the children kept, as ingest does), and gives the same children
+in the same order for any number of them.
+
+Each child is labelled by Stockfish's `eval` through the run's engine pool (pipeline.engine,
+with its retries and checks), from a FEN with halfmove clock 0, as `chess-pipeline label
+--static` labels every position (Stockfish scales its evaluation down as the fifty-move count
+grows): the number a label would hold. A child the engine gives no evaluation (after the pool's
+retries) is left out and counted. Its row has the dataset's columns: the position's, the
+label's, both targets (the linear map of the centipawns clipped at `clip_cp`, and the win
+probability) from the side to move's view or White's as `pov` says, and `mirrored`; the game's
+columns are null.
 """
 
 from __future__ import annotations
@@ -32,84 +37,180 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import chess
-import chess.polyglot
 import numpy as np
 import pyarrow as pa
 
-from pipeline.encoding import fens_from_columns, zobrist
+from pipeline.encoding import castling_bits, fens_from_columns, pack_planes, planes_from_records, polyglot_ep, zobrist
 from pipeline.engine import EngineError, EnginePool, Evaluation, Failure, Job, Limit
-from pipeline.parallel import task_seed
-from pipeline.search import board_arrays
+from pipeline.parallel import ordered_map, task_seed
 
 PROGRESS_EVERY = 4096
 """Children labelled between two progress reports."""
 
+DRAW_ROWS = 16384
+"""Train rows a drawing task takes (a process draws their children)."""
 
-def children(fens: Sequence[str], count: int, seed: int, held_out: set[int]) -> list[chess.Board]:
-    """`count` random children of each position (fewer where it has fewer moves), those not
-    over, not in check and not held out; each position once, its clocks 0 and 1. The keys of
-    the children kept are added to `held_out`."""
-    out = []
-    for row, fen in enumerate(fens):
+
+@dataclass
+class Children:
+    """Positions in the store's encoding, one a row: the children a round drew."""
+
+    planes: np.ndarray
+    """(n, 96) uint8, as ingest packs them."""
+    white: np.ndarray
+    """(n,) bool: White to move."""
+    castling: np.ndarray
+    """(n,) uint8 castling bits (K=1 Q=2 k=4 q=8)."""
+    ep: np.ndarray
+    """(n,) int8 en passant square, -1 for none: only where a pawn of the side to move could
+    take there (encoding.polyglot_ep, the store's rule)."""
+    keys: np.ndarray
+    """(n,) uint64 position keys (polyglot Zobrist, encoding.zobrist)."""
+
+    @classmethod
+    def of(cls, boards: Sequence[chess.Board]) -> Children:
+        """The boards' positions (their clocks are not kept: a child's are 0 and 1)."""
+        return _encode([_record(b) for b in boards])
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def take(self, rows: np.ndarray) -> Children:
+        return Children(*(a[rows] for a in (self.planes, self.white, self.castling, self.ep, self.keys)))
+
+    @classmethod
+    def concat(cls, parts: Sequence[Children]) -> Children:
+        if not parts:
+            return _encode([])
+        return Children(
+            *(np.concatenate([getattr(p, f) for p in parts]) for f in ("planes", "white", "castling", "ep", "keys"))
+        )
+
+    def fens(self) -> list[str]:
+        """Each position's FEN with halfmove clock 0 and fullmove number 1, the string `label
+        --static` gives the engine for a stored position (module docstring)."""
+        return fens_from_columns(
+            [p.tobytes() for p in self.planes],
+            np.where(self.white, "w", "b").tolist(),
+            self.castling.tolist(),
+            [None if e < 0 else e for e in self.ep.tolist()],
+        )
+
+
+def _record(b: chess.Board) -> tuple:
+    """What _encode reads of a board: its bitboards (pawns, knights, bishops, rooks, queens,
+    kings, White's pieces), castling rights, White to move and en passant square (-1: none), as
+    python-chess holds them."""
+    ep = -1 if b.ep_square is None else b.ep_square
+    return (
+        b.pawns,
+        b.knights,
+        b.bishops,
+        b.rooks,
+        b.queens,
+        b.kings,
+        b.occupied_co[chess.WHITE],
+        b.castling_rights,
+        b.turn,
+        ep,
+    )
+
+
+def _encode(records: list[tuple]) -> Children:
+    """The positions of records (_record: one a position) in the store's encoding."""
+    rec = np.array([r[:8] for r in records], dtype=np.uint64).reshape(-1, 8)
+    bitboards = planes_from_records(*rec[:, :7].T)
+    white = np.array([r[8] for r in records], dtype=bool)
+    castling = castling_bits(rec[:, 7])
+    ep = polyglot_ep(np.array([r[9] for r in records], dtype=np.int16), white, bitboards)
+    return Children(pack_planes(bitboards), white, castling, ep, zobrist(bitboards, castling, ep, white))
+
+
+def _draw(task: tuple[Sequence[str], int, int, int], _state: None) -> Children:
+    """An ordered_map task: `count` random children of each position (FENs, the first the
+    train split's row `first`), those not over and not in check, in the rows' order."""
+    fens, count, seed, first = task
+    records = []
+    for row, fen in enumerate(fens, first):
         board = chess.Board(fen)
         moves = list(board.legal_moves)
         for move in random.Random(task_seed(seed, row)).sample(moves, min(count, len(moves))):
             board.push(move)
             if not board.is_check() and not board.is_game_over(claim_draw=False):
-                key = chess.polyglot.zobrist_hash(board)  # = position_key (pipeline.encoding.zobrist)
-                if key not in held_out:
-                    held_out.add(key)
-                    child = board.copy(stack=False)
-                    child.halfmove_clock, child.fullmove_number = 0, 1  # as `label` asks (module docstring)
-                    out.append(child)
+                records.append(_record(board))
             board.pop()
-    return out
+    return _encode(records)
 
 
-def _ep(board: chess.Board) -> int | None:
-    """The store's en passant square: only where a pawn of the side to move could take there."""
-    return board.ep_square if board.has_pseudo_legal_en_passant() else None
+def children(
+    fens: Sequence[str],
+    count: int,
+    seed: int,
+    held_out: set[int],
+    workers: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> Children:
+    """`count` random children of each position (fewer where it has fewer moves; row r's drawn
+    with task_seed(seed, r)), those not over, not in check and not held out; each position once,
+    where it is first met in the rows' order. The keys of the children kept are added to
+    `held_out`. The drawing runs in `workers` processes (0: one per usable core), DRAW_ROWS rows
+    a task, and gives the same children in the same order for any number of them;
+    progress(rows drawn from, rows)."""
+    tasks = [(fens[i : i + DRAW_ROWS], count, seed, i) for i in range(0, len(fens), DRAW_ROWS)]
+    drawn = Children.concat(
+        ordered_map(
+            _draw,
+            tasks,
+            workers,
+            progress=progress and (lambda done, total: progress(min(done * DRAW_ROWS, len(fens)), len(fens))),
+        )
+    )
+    keep = np.zeros(len(drawn), dtype=bool)
+    for i, key in enumerate(drawn.keys.tolist()):  # first met, in the rows' order
+        if key not in held_out:
+            held_out.add(key)
+            keep[i] = True
+    return drawn.take(keep)
 
 
 def label(
-    boards: Sequence[chess.Board], pool: EnginePool, progress: Callable[[int, int], None] | None = None
+    positions: Children, pool: EnginePool, progress: Callable[[int, int], None] | None = None
 ) -> tuple[np.ndarray, str]:
-    """Stockfish's static evaluation of each board (White's centipawns; NaN where the engine
+    """Stockfish's static evaluation of each position (White's centipawns; NaN where the engine
     gave none after the pool's retries), by the run's engines as `label --static` labels, and
-    the first failure met ('' when every board has one); progress(boards done, boards)."""
-    cp, why = np.full(len(boards), np.nan), ""
-    jobs = (Job(i, b.fen(), b.turn == chess.WHITE) for i, b in enumerate(boards))
+    the first failure met ('' when every position has one); progress(done, positions)."""
+    n = len(positions)
+    cp, why = np.full(n, np.nan), ""
+    jobs = (Job(i, fen, bool(w)) for i, (fen, w) in enumerate(zip(positions.fens(), positions.white, strict=True)))
     for done, r in enumerate(pool.run(jobs, Limit("static")), 1):
         if isinstance(r, Evaluation) and r.cp is not None:
             cp[r.job.id] = r.cp
         elif not why:
             why = r.reason if isinstance(r, Failure) else "no centipawn figure"
-        if progress and (done % PROGRESS_EVERY == 0 or done == len(boards)):
-            progress(done, len(boards))
+        if progress and (done % PROGRESS_EVERY == 0 or done == n):
+            progress(done, n)
     return cp, why
 
 
-def rows_of(boards: Sequence[chess.Board], white_cp: np.ndarray, values: dict, schema: pa.Schema) -> pa.Table:
+def rows_of(positions: Children, white_cp: np.ndarray, values: dict, schema: pa.Schema) -> pa.Table:
     """The new rows in the train file's schema: the position (its key, planes, side to move,
-    castling, en passant, clocks), the label (White's centipawns, the row's score, both targets,
-    `target` the one `target_kind` names) and the `mirrored` flag; the game's columns null.
-    The score and targets take the dataset's `pov`."""
-    planes, white, castling = board_arrays(list(boards))
-    n = len(boards)
+    castling, en passant, clocks 0 and 1), the label (White's centipawns, the row's score, both
+    targets, `target` the one `target_kind` names) and the `mirrored` flag; the game's columns
+    null. The score and targets take the dataset's `pov`."""
+    n, white = len(positions), positions.white
     clip_cp = float(values["clip_cp"])
     mirrored = ~white if values["pov"] == "side_to_move" else np.zeros(n, dtype=bool)
     score = np.where(mirrored, -white_cp, white_cp)  # the row's view
     linear = (np.clip(score, -clip_cp, clip_cp) + clip_cp) / (2.0 * clip_cp)
     win_prob = 1.0 / (1.0 + 10.0 ** (-score / float(values["wp_scale"])))
-    ep = [_ep(b) for b in boards]
     columns = {
-        "planes": pa.array([p.tobytes() for p in planes], type=pa.binary(96)),
+        "planes": pa.array([p.tobytes() for p in positions.planes], type=pa.binary(96)),
         "side_to_move": pa.array(np.where(white, "w", "b").tolist()),
-        "castling": pa.array(castling, type=pa.uint8()),
-        "position_key": pa.array(zobrist(planes, castling, np.array([-1 if e is None else e for e in ep]), white)),
-        "ep_square": pa.array(ep, type=pa.int8()),
-        "halfmove_clock": pa.array([b.halfmove_clock for b in boards], type=pa.uint32()),
-        "fullmove_number": pa.array([b.fullmove_number for b in boards], type=pa.uint32()),
+        "castling": pa.array(positions.castling, type=pa.uint8()),
+        "position_key": pa.array(positions.keys),
+        "ep_square": pa.array(positions.ep, mask=positions.ep < 0, type=pa.int8()),
+        "halfmove_clock": pa.array(np.zeros(n, dtype=np.uint32)),
+        "fullmove_number": pa.array(np.ones(n, dtype=np.uint32)),
         "cp_white": pa.array(white_cp.astype(np.int32)),
         "score_white": pa.array(white_cp.astype(np.int32)),
         "score": pa.array(score.astype(np.int32)),
@@ -144,28 +245,31 @@ def grow(
     """`train` (the dataset's train rows, in its file's columns) grown by the rounds of
     `search_children` (module docstring), round r's moves drawn with seed `search_seed` + r.
     `held_out`: every position key of the dataset's splits (the keys met are put in).
-    `progress(what)`: a round's progress(done, total), started as its labelling starts."""
+    `progress(what)`: a round's progress(done, total), started as its drawing starts (parent rows
+    drawn from) and as its labelling starts (children labelled). The children are drawn in as many
+    processes as the pool has engines."""
     out = Grown(train)
     for r, count in enumerate(values["search_children"]):
         t0 = time.monotonic()
         cols = out.train.select(["planes", "side_to_move", "castling", "ep_square"]).to_pydict()
         fens = fens_from_columns(cols["planes"], cols["side_to_move"], cols["castling"], cols["ep_square"])
-        boards = children(fens, count, values["search_seed"] + r, held_out)
+        drawn = progress(f"round {r + 1}'s parent rows") if progress else None
+        found = children(fens, count, values["search_seed"] + r, held_out, pool.workers, drawn)
         t1 = time.monotonic()
-        cp, why = label(boards, pool, progress(f"round {r + 1}'s children labelled") if progress else None)
+        cp, why = label(found, pool, progress(f"round {r + 1}'s children labelled") if progress else None)
         ok = np.isfinite(cp)
-        if len(boards) and not ok.any():
+        if len(found) and not ok.any():
             raise EngineError(
-                f"{pool.name} ({pool.path}) gave no static evaluation for any of round {r + 1}'s {len(boards):,} "
+                f"{pool.name} ({pool.path}) gave no static evaluation for any of round {r + 1}'s {len(found):,} "
                 f"children, the first: {why}"
             )
-        new = rows_of([b for b, k in zip(boards, ok, strict=True) if k], cp[ok], values, out.train.schema)
+        new = rows_of(found.take(ok), cp[ok], values, out.train.schema)
         out.train = pa.concat_tables([out.train, new])
         out.added.append(len(new))
         out.unlabelled += int((~ok).sum())
         log(
-            f"round {r + 1}: {len(boards):,} new positions from {len(fens):,} train rows ({count} children each, "
-            f"{t1 - t0:.0f} s), labelled by {pool.name} in {time.monotonic() - t1:.0f} s"
+            f"round {r + 1}: {len(found):,} new positions from {len(fens):,} train rows ({count} children each, "
+            f"drawn in {t1 - t0:.0f} s), labelled by {pool.name} in {time.monotonic() - t1:.0f} s"
             + (f"; {int((~ok).sum()):,} left out without an evaluation, the first: {why}" if not ok.all() else "")
         )
     return out

@@ -231,7 +231,8 @@ def add_parser(sub) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="Stockfish processes labelling a searched set's children (default 0: one per usable core)",
+        help="Stockfish processes labelling a searched set's children, and processes drawing them "
+        "(default 0: one per usable core)",
     )
     add_field_flag(s, SplitConfig, "by", "--split-by", dest="split_by")
     add_field_flag(

@@ -13,7 +13,7 @@ from assets.cli.datasets import check_request
 from pipeline.datasets import DATASETS, SearchEngine, _check_engine, _searched, dataset_values
 from pipeline.encoding import fens_from_columns
 from pipeline.engine import EngineError, EnginePool
-from pipeline.search_positions import children, rows_of
+from pipeline.search_positions import Children, children, rows_of
 from tests.engines import faulty_stockfish, static_cp
 
 SEARCHED = "sabatelli_regression_search"
@@ -26,8 +26,9 @@ def test_children_are_legal_not_in_check_not_over_not_held_out_and_each_once():
     board = chess.Board(fen)
     held = {chess.polyglot.zobrist_hash(board)}
     got = children([fen, fen], 100, 7, held)  # every legal move of each
-    keys = [chess.polyglot.zobrist_hash(b) for b in got]
+    keys = got.keys.tolist()
     assert len(keys) == len(set(keys)) and set(keys) <= held  # the kept keys are held out from now on
+    assert [chess.polyglot.zobrist_hash(chess.Board(f)) for f in got.fens()] == keys  # python-chess's keys
     expected = set()
     for move in board.legal_moves:
         board.push(move)
@@ -35,15 +36,49 @@ def test_children_are_legal_not_in_check_not_over_not_held_out_and_each_once():
             expected.add(chess.polyglot.zobrist_hash(board))
         board.pop()
     assert set(keys) == expected and len(expected) == board.legal_moves.count() - 3  # not Qxf7#, Bxf7+ or Qxe5+
-    assert all(b.halfmove_clock == 0 and b.fullmove_number == 1 for b in got)
-    assert children([fen], 100, 7, held) == []  # all held out now
+    assert all(f.endswith(" 0 1") for f in got.fens())  # clocks as `label --static` gives them
+    assert len(children([fen], 100, 7, held)) == 0  # all held out now
+
+
+def test_a_childs_en_passant_square_is_kept_only_where_a_pawn_can_take_there():
+    # e2-e4 beside Black's d4 pawn: e3 stays (polyglot's rule, the store's); f2-f4 beside no pawn:
+    # none. Each child's key is python-chess's.
+    fen = "4k3/8/8/8/3p4/8/4PP2/4K3 w - - 0 1"
+    got = children([fen], 100, 3, set())
+    fens = got.fens()
+    by_move = {}
+    for move in chess.Board(fen).legal_moves:
+        board = chess.Board(fen)
+        board.push(move)
+        by_move[move.uci()] = chess.polyglot.zobrist_hash(board)
+    ep = dict(zip(got.keys.tolist(), got.ep.tolist(), strict=True))
+    assert ep[by_move["e2e4"]] == chess.E3 and ep[by_move["f2f4"]] == -1 and ep[by_move["e2e3"]] == -1
+    assert sorted(got.keys.tolist()) == sorted(by_move.values())
+    assert "4k3/8/8/8/3pP3/8/5P2/4K3 b - e3 0 1" in fens and "4k3/8/8/8/3p1P2/8/4P3/4K3 b - - 0 1" in fens
+
+
+def test_children_drawn_in_two_processes_are_those_of_one(monkeypatch):
+    # Tasks of 3 rows, so each process draws several: the same children in the same order,
+    # the same held-out keys, whichever process drew a row.
+    monkeypatch.setattr("pipeline.search_positions.DRAW_ROWS", 3)
+    board, fens = chess.Board(), []
+    for uci in ("e2e4", "e7e5", "g1f3", "b8c6", "f1b5", "a7a6", "b5a4", "g8f6", "e1g1", "f8e7", "f1e1"):
+        board.push_uci(uci)
+        fens.append(board.fen())
+    runs = []
+    for workers in (1, 2):
+        held = {chess.polyglot.zobrist_hash(chess.Board(f)) for f in fens}
+        seen = []
+        got = children(fens + fens[:4], 3, 5, held, workers, lambda done, total, seen=seen: seen.append((done, total)))
+        runs.append((got.fens(), got.keys.tolist(), sorted(held), seen[-1]))
+    assert runs[0] == runs[1] and runs[0][3] == (15, 15) and len(runs[0][0]) > 20
 
 
 def test_the_same_seed_picks_the_same_children_and_another_seed_others():
     fens = [chess.Board().fen(), "r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3"]
-    one = [b.fen() for b in children(fens, 2, 0, set())]
-    assert one == [b.fen() for b in children(fens, 2, 0, set())]
-    assert one != [b.fen() for b in children(fens, 2, 1, set())]
+    one = children(fens, 2, 0, set()).fens()
+    assert one == children(fens, 2, 0, set()).fens()
+    assert one != children(fens, 2, 1, set()).fens()
     assert len(one) == 4
 
 
@@ -55,7 +90,7 @@ def test_a_rows_score_and_targets_take_the_datasets_point_of_view(pov, target_ki
                         ("target", pa.float64()), ("game_id", pa.int64())])  # fmt: skip
     black = chess.Board("4k3/8/8/8/8/8/8/3QK3 b - - 0 1")  # Black to move, White a queen up
     values = {"pov": pov, "clip_cp": 1500, "wp_scale": 400.0, "target_kind": target_kind}
-    row = rows_of([black], np.array([900.0]), values, schema).to_pylist()[0]  # White's view, as labels
+    row = rows_of(Children.of([black]), np.array([900.0]), values, schema).to_pylist()[0]  # White's view, as labels
     score = -900 if pov == "side_to_move" else 900
     assert row["score"] == score and row["mirrored"] == (pov == "side_to_move") and row["side_to_move"] == "b"
     assert row["linear"] == pytest.approx((score + 1500) / 3000)
@@ -123,7 +158,7 @@ def _splits() -> dict:
         boards[split] = chess.Board()
         boards[split].push_uci(move)
     values = dataset_values(SEARCHED)
-    return {s: rows_of([b], np.array([10.0]), values, SCHEMA) for s, b in boards.items()}
+    return {s: rows_of(Children.of([b]), np.array([10.0]), values, SCHEMA) for s, b in boards.items()}
 
 
 def test_the_searched_children_leave_out_val_and_tests_positions_and_do_not_depend_on_the_engines(stockfish):
