@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from pipeline import encoding
 from pipeline.archive import RawGame
-from pipeline.replay import NO_EP, ReplayError, State, compiled, replay
+from pipeline.replay import ReplayError, State, compiled, replay
 from pipeline.schemas import GAMES_SCHEMA, POSITIONS_SCHEMA, REJECTED_SCHEMA
 
 # Comments ({...}, unclosed ones to the end), rest-of-line comments and escape lines.
@@ -330,13 +330,8 @@ class ChunkBuilder:
             return POSITIONS_SCHEMA.empty_table()
         rec = np.concatenate(self.records)
         n = len(rec)
-        planes = encoding.planes_from_records(*rec[:, :7].T)
         turn = np.concatenate(self.pos_turn)
-        castling = encoding.castling_bits(rec[:, 7])
-        ep_raw = rec[:, 8].astype(np.int16)
-        ep_raw[ep_raw == NO_EP] = -1
-        ep = encoding.polyglot_ep(ep_raw, turn, planes)
-        keys = encoding.zobrist(planes, castling, ep, turn)
+        planes, castling, ep, keys = encoding.encode_records(rec, turn)
         packed = encoding.pack_planes(planes)
         planes_arr = pa.FixedSizeBinaryArray.from_buffers(pa.binary(96), n, [None, pa.py_buffer(packed.tobytes())])
         return pa.Table.from_arrays(

@@ -40,9 +40,10 @@ import chess
 import numpy as np
 import pyarrow as pa
 
-from pipeline.encoding import castling_bits, fens_from_columns, pack_planes, planes_from_records, polyglot_ep, zobrist
+from pipeline.encoding import encode_records, fens_from_columns, pack_planes
 from pipeline.engine import EngineError, EnginePool, Evaluation, Failure, Job, Limit
 from pipeline.parallel import ordered_map, task_seed
+from pipeline.replay import RECORD_FIELDS, State
 
 PROGRESS_EVERY = 4096
 """Children labelled between two progress reports."""
@@ -70,7 +71,7 @@ class Children:
     @classmethod
     def of(cls, boards: Sequence[chess.Board]) -> Children:
         """The boards' positions (their clocks are not kept: a child's are 0 and 1)."""
-        return _encode([_record(b) for b in boards])
+        return _encode([State.from_board(b).record(False) for b in boards], [b.turn for b in boards])
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -81,7 +82,7 @@ class Children:
     @classmethod
     def concat(cls, parts: Sequence[Children]) -> Children:
         if not parts:
-            return _encode([])
+            return _encode([], [])
         return Children(
             *(np.concatenate([getattr(p, f) for p in parts]) for f in ("planes", "white", "castling", "ep", "keys"))
         )
@@ -97,49 +98,30 @@ class Children:
         )
 
 
-def _record(b: chess.Board) -> tuple:
-    """What _encode reads of a board: its bitboards (pawns, knights, bishops, rooks, queens,
-    kings, White's pieces), castling rights, White to move and en passant square (-1: none), as
-    python-chess holds them."""
-    ep = -1 if b.ep_square is None else b.ep_square
-    return (
-        b.pawns,
-        b.knights,
-        b.bishops,
-        b.rooks,
-        b.queens,
-        b.kings,
-        b.occupied_co[chess.WHITE],
-        b.castling_rights,
-        b.turn,
-        ep,
-    )
-
-
-def _encode(records: list[tuple]) -> Children:
-    """The positions of records (_record: one a position) in the store's encoding."""
-    rec = np.array([r[:8] for r in records], dtype=np.uint64).reshape(-1, 8)
-    bitboards = planes_from_records(*rec[:, :7].T)
-    white = np.array([r[8] for r in records], dtype=bool)
-    castling = castling_bits(rec[:, 7])
-    ep = polyglot_ep(np.array([r[9] for r in records], dtype=np.int16), white, bitboards)
-    return Children(pack_planes(bitboards), white, castling, ep, zobrist(bitboards, castling, ep, white))
+def _encode(records: list[tuple], white_to_move: list[bool]) -> Children:
+    """Positions from their replay records (pipeline.replay.State.record) and sides to move, in
+    the store's encoding (encoding.encode_records, as ingest's)."""
+    rec = np.array(records, dtype=np.uint64).reshape(-1, RECORD_FIELDS)
+    white = np.array(white_to_move, dtype=bool)
+    planes, castling, ep, keys = encode_records(rec, white)
+    return Children(pack_planes(planes), white, castling, ep, keys)
 
 
 def _draw(task: tuple[Sequence[str], int, int, int], _state: None) -> Children:
     """An ordered_map task: `count` random children of each position (FENs, the first the
     train split's row `first`), those not over and not in check, in the rows' order."""
     fens, count, seed, first = task
-    records = []
+    records, turns = [], []
     for row, fen in enumerate(fens, first):
         board = chess.Board(fen)
         moves = list(board.legal_moves)
         for move in random.Random(task_seed(seed, row)).sample(moves, min(count, len(moves))):
             board.push(move)
             if not board.is_check() and not board.is_game_over(claim_draw=False):
-                records.append(_record(board))
+                records.append(State.from_board(board).record(False))
+                turns.append(board.turn)
             board.pop()
-    return _encode(records)
+    return _encode(records, turns)
 
 
 def children(
