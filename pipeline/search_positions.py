@@ -250,7 +250,8 @@ def grow(
         out.added.append(len(new))
         out.unlabelled += int((~ok).sum())
         log(
-            f"round {r + 1}: {len(found):,} new positions from {len(fens):,} train rows ({count} children each, "
+            f"round {r + 1}: {len(found):,} new positions from {len(fens):,} train rows ({count} "
+            f"{'child' if count == 1 else 'children'} each, "
             f"drawn in {t1 - t0:.0f} s), labelled by {pool.name} in {time.monotonic() - t1:.0f} s"
             + (f"; {int((~ok).sum()):,} left out without an evaluation, the first: {why}" if not ok.all() else "")
         )
