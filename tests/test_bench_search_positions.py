@@ -1,5 +1,6 @@
-"""benchmarks/search_positions.py on a few real games: the baseline loop and ours in one and in
-two processes draw the same children, and each is timed against the baseline."""
+"""benchmarks/search_positions.py on a few real games: the baseline loop and ours draw the same
+children, and each is timed against the baseline. (Four games are one drawing task, so 'ours, 2
+processes' draws here too; tests/pipeline/test_search_positions.py draws in two processes.)"""
 
 import re
 import subprocess
