@@ -111,19 +111,6 @@ def zobrist(planes: np.ndarray, castling: np.ndarray, ep: np.ndarray, white_to_m
     return h
 
 
-def encode_records(rec: np.ndarray, white_to_move: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The store's encoding of replay records (pipeline.replay: rows of pawns, knights, bishops,
-    rooks, queens, kings, White's pieces, castling rights, en passant square or 64 for none, ...):
-    planes (n, 12) uint64, castling bits, the polyglot en passant square (int8, -1 for none) and
-    the keys, as ingest writes positions."""
-    planes = planes_from_records(*rec[:, :7].T)
-    castling = castling_bits(rec[:, 7])
-    ep_raw = rec[:, 8].astype(np.int16)
-    ep_raw[ep_raw == 64] = -1
-    ep = polyglot_ep(ep_raw, white_to_move, planes)
-    return planes, castling, ep, zobrist(planes, castling, ep, white_to_move)
-
-
 def pack_planes(planes: np.ndarray) -> np.ndarray:
     """(n, 12) uint64 -> (n, 96) uint8, little-endian per bitboard."""
     return np.ascontiguousarray(planes.astype("<u8")).view(np.uint8).reshape(len(planes), 96)

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from pipeline import encoding
 from pipeline.archive import RawGame
-from pipeline.replay import ReplayError, State, compiled, replay
+from pipeline.replay import ReplayError, State, compiled, encode_records, replay
 from pipeline.schemas import GAMES_SCHEMA, POSITIONS_SCHEMA, REJECTED_SCHEMA
 
 # Comments ({...}, unclosed ones to the end), rest-of-line comments and escape lines.
@@ -331,7 +331,7 @@ class ChunkBuilder:
         rec = np.concatenate(self.records)
         n = len(rec)
         turn = np.concatenate(self.pos_turn)
-        planes, castling, ep, keys = encoding.encode_records(rec, turn)
+        planes, castling, ep, keys = encode_records(rec, turn)
         packed = encoding.pack_planes(planes)
         planes_arr = pa.FixedSizeBinaryArray.from_buffers(pa.binary(96), n, [None, pa.py_buffer(packed.tobytes())])
         return pa.Table.from_arrays(

@@ -40,6 +40,8 @@ from chess import (
     BB_RAYS,
 )
 
+from pipeline import encoding
+
 try:
     from pipeline import _replay as compiled
 except ImportError:  # no C compiler at install time: the Python loop does the work
@@ -61,6 +63,18 @@ _NULL_MOVES = frozenset(("--", "Z0", "0000", "@@@@"))
 # in_check). replay() returns them as the rows of an (n, 11) uint64 array.
 Record = tuple
 RECORD_FIELDS = 11
+
+
+def encode_records(rec: np.ndarray, white_to_move: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The store's encoding of records (rows of an (n, RECORD_FIELDS) array) and their sides to
+    move, as ingest writes positions: planes (n, 12) uint64, castling bits, the polyglot en
+    passant square (int8, -1 for none) and the keys (pipeline.encoding)."""
+    planes = encoding.planes_from_records(*rec[:, :7].T)
+    castling = encoding.castling_bits(rec[:, 7])
+    ep_raw = rec[:, 8].astype(np.int16)
+    ep_raw[ep_raw == NO_EP] = -1
+    ep = encoding.polyglot_ep(ep_raw, white_to_move, planes)
+    return planes, castling, ep, encoding.zobrist(planes, castling, ep, white_to_move)
 
 
 class ReplayError(ValueError):

@@ -40,10 +40,10 @@ import chess
 import numpy as np
 import pyarrow as pa
 
-from pipeline.encoding import encode_records, fens_from_columns, pack_planes
+from pipeline.encoding import fens_from_columns, pack_planes
 from pipeline.engine import EngineError, EnginePool, Evaluation, Failure, Job, Limit
 from pipeline.parallel import ordered_map, task_seed
-from pipeline.replay import RECORD_FIELDS, State
+from pipeline.replay import RECORD_FIELDS, State, encode_records
 
 PROGRESS_EVERY = 4096
 """Children labelled between two progress reports."""
@@ -100,7 +100,7 @@ class Children:
 
 def _encode(records: list[tuple], white_to_move: list[bool]) -> Children:
     """Positions from their replay records (pipeline.replay.State.record) and sides to move, in
-    the store's encoding (encoding.encode_records, as ingest's)."""
+    the store's encoding (replay.encode_records, as ingest's)."""
     rec = np.array(records, dtype=np.uint64).reshape(-1, RECORD_FIELDS)
     white = np.array(white_to_move, dtype=bool)
     planes, castling, ep, keys = encode_records(rec, white)
