@@ -35,6 +35,8 @@ from typing import Literal, get_args
 
 import chess
 
+from pipeline.parallel import check_workers
+
 DEBIAN_PATH = "/usr/games/stockfish"
 LimitKind = Literal["depth", "nodes", "static"]
 LIMIT_KINDS: tuple[str, ...] = get_args(LimitKind)
@@ -728,7 +730,7 @@ class EnginePool:
                 "workers), or clear_hash=False for the hash-kept setting"
             )
         self.path = path
-        self.workers = workers or os.cpu_count() or 1
+        self.workers = check_workers(workers) or os.cpu_count() or 1
         self.threads = threads
         self.hash_mb = hash_mb
         self.timeout_s = timeout_s if timeout_s > 0 else DEFAULT_TIMEOUT_S

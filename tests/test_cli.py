@@ -571,6 +571,17 @@ child.wait()
 """
 
 
+def test_a_setting_a_resource_refuses_fails_the_command_in_one_line_with_its_reason(home, stockfish, capsys):
+    """--workers -1: the engine pool (a resource of the run) refuses it as the run starts; the
+    command says why, not 'run failed', and labels nothing."""
+    for argv in (["label", "--workers", "-1"], ["datasets", "sabatelli_regression_search", "--workers", "-1"]):
+        with pytest.raises(SystemExit) as e:
+            main(["--home", str(home), *argv])
+        assert str(e.value).endswith("failed: ValueError: workers is 0 (one per usable core) or a number of processes, "
+                                     "got -1"), (argv, str(e.value))  # fmt: skip
+    assert not list((home / "labels").glob("*/*.parquet")) and not (home / "datasets").exists()
+
+
 def test_a_hung_position_costs_seconds_and_is_recorded(home, capsys, tmp_path, stockfish, monkeypatch):
     """An engine that hangs on one position (ignores `stop`): the measured timeout gives it up in
     seconds (60 s x 3 tries before), the position goes to label_failures, the rest is labelled;

@@ -213,19 +213,24 @@ def require_success(result, what: str):
 
 
 def failure_message(result) -> str:
-    """The user-code error behind a failed run (Dagster wraps it in its own error)."""
+    """The user-code error behind a failed run (Dagster wraps it in its own error): a step's, or
+    a resource's that could not start (a bad setting: the run's steps never ran)."""
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
             error = event.step_failure_data.error
-            while error.cause is not None:
-                error = error.cause
-            message = error.message.strip()
-            # "pipeline.archive.ArchiveError: <text>": our own errors' text is the message, their
-            # module path noise (a builtin's name, e.g. KeyError, stays: it says something).
-            head, sep, rest = message.partition(": ")
-            if sep and "." in head and error.cls_name and head.rsplit(".", 1)[-1] == error.cls_name:
-                return rest.strip()
-            return message
+        elif event.is_resource_init_failure and getattr(event.event_specific_data, "error", None):
+            error = event.event_specific_data.error
+        else:
+            continue
+        while error.cause is not None:
+            error = error.cause
+        message = error.message.strip()
+        # "pipeline.archive.ArchiveError: <text>": our own errors' text is the message, their
+        # module path noise (a builtin's name, e.g. KeyError, stays: it says something).
+        head, sep, rest = message.partition(": ")
+        if sep and "." in head and error.cls_name and head.rsplit(".", 1)[-1] == error.cls_name:
+            return rest.strip()
+        return message
     return "run failed (see the Dagster UI for the run's logs)"
 
 

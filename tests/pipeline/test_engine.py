@@ -292,3 +292,8 @@ def test_a_stockfish_path_the_user_named_is_never_replaced_by_another_engine(tmp
     with pytest.raises(EngineNotFound, match="not executable"):
         find_stockfish(str(text), environ={})
     assert find_stockfish(environ={"STOCKFISH_PATH": stockfish}) == stockfish
+
+
+def test_a_negative_number_of_engines_is_refused_in_one_line_before_any_starts():
+    with pytest.raises(ValueError, match=r"^workers is 0 \(one per usable core\) or a number of processes, got -1$"):
+        EnginePool("/no/engine/needed", workers=-1)
