@@ -132,7 +132,13 @@ def create_views(store: Store) -> Path:
 
 
 def attach_storage(con: duckdb.DuckDBPyConnection, store: Store) -> duckdb.DuckDBPyConnection:
-    """Let con read an S3 store: its s3fs filesystem registered (nothing to do for a local store)."""
+    """Let con read the store and nothing from elsewhere: DuckDB's automatic install and load of
+    known extensions off (a query naming e.g. iceberg_scan would otherwise download one and write
+    it under ~/.duckdb), and an S3 store's s3fs filesystem registered (the store's reads need no
+    extension: Parquet and JSON are built in)."""
+    if not con.sql("SELECT current_setting('lock_configuration')").fetchall()[0][0]:  # else set before the lock
+        con.execute("SET autoinstall_known_extensions = false")
+        con.execute("SET autoload_known_extensions = false")
     if store.remote:
         con.register_filesystem(storage.fsspec_filesystem())
     return con

@@ -149,3 +149,38 @@ def test_two_read_only_connections_in_one_process_both_answer(tmp_path):
         assert third.sql("SELECT count(*) FROM positions").fetchall()[0][0] > 0
     second.close()
     assert query(store, "SELECT count(*) AS n FROM games").column("n")[0].as_py() == 4
+
+
+EXTENSION_QUERY = """
+import sys
+from pathlib import Path
+from pipeline import duck
+from pipeline.store import Store
+
+store = Store(Path(sys.argv[1])).ensure()
+for con in (duck.read_only_connection(store), duck.memory_connection(store), duck.connect(store)):
+    try:
+        con.sql("SELECT * FROM iceberg_scan('x')").fetchall()
+    except Exception as e:
+        print(type(e).__name__, str(e).splitlines()[0])
+"""
+
+
+def test_no_store_connection_downloads_an_extension(tmp_path):
+    # DuckDB installs and loads a known extension a query names (iceberg_scan) by itself: a
+    # download attempt writing under ~/.duckdb. The store's connections turn that off, so the
+    # query fails on the missing function and nothing is written outside the store.
+    out = subprocess.run(
+        [sys.executable, "-c", EXTENSION_QUERY, str(tmp_path / "store")],
+        cwd=ROOT,
+        env={"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 3 and all(line.startswith("CatalogException") and "iceberg_scan" in line for line in lines), (
+        lines
+    )
+    assert not (tmp_path / "home" / ".duckdb").exists()
