@@ -52,14 +52,6 @@ class DescribedResource(_ToDataclass, dg.ConfigurableResource):
     model_config = DOCSTRINGS
 
 
-def describe(cls: type, name: str) -> str:
-    """The description of one field of a config or resource class, on one line (CLI help)."""
-    description = cls.model_fields[name].description
-    if not description:
-        raise ValueError(f"{cls.__name__}.{name} has no docstring")
-    return " ".join(description.split())
-
-
 def _config_type(annotation: Any) -> Any:
     """The config field's type: the dataclass's, with tuple[X, ...] as list[X]."""
     if get_origin(annotation) is tuple:

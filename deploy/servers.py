@@ -90,12 +90,6 @@ def stop_pid(proc: subprocess.Popen, sig: int = signal.SIGTERM, grace: float = 1
         proc.wait()
 
 
-def _tcp_answers(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.5)
-        return s.connect_ex((LOOPBACK, port)) == 0
-
-
 # --- moto (S3) -------------------------------------------------------------------------------
 
 

@@ -206,10 +206,6 @@ class ObjectPath:
 StorePath = Path | ObjectPath
 
 
-def is_remote(path: object) -> bool:
-    return isinstance(path, ObjectPath)
-
-
 def parse_root(text: str | os.PathLike) -> StorePath:
     """A store root from what the user gave: `s3://bucket[/prefix]` or a folder (absolute, ~ expanded)."""
     if isinstance(text, ObjectPath):

@@ -659,11 +659,6 @@ def load_checkpoint(path: StorePath | str) -> tuple[np.ndarray, TDConfig, dict]:
     return ck["model"]["params"].numpy().astype(np.float64), TDConfig(**ck["config"]), ck
 
 
-def model_from_checkpoint(path: StorePath | str):
-    params, cfg, _ = load_checkpoint(path)
-    return make_model(cfg, params), cfg
-
-
 # Published checks ------------------------------------------------------------------------------
 
 
@@ -757,15 +752,6 @@ def check_game(model, board: chess.Board, depth: int, max_plies: int, defender_d
         else td_player(model, depth, "td")
     )
     return play_game(white, black, board, max_plies)
-
-
-def mates_within(
-    model, board: chess.Board, depth: int, max_plies: int, defender_depth: int | None = None
-) -> int | None:
-    """Plies until White (the model's search at `depth`) mates from `board` against the
-    defender of `check_game`; None if no mate within max_plies."""
-    g = check_game(model, board, depth, max_plies, defender_depth)
-    return g.plies if g.result == "1-0" else None
 
 
 def krk_mate_rate(model, depth: int, positions: int, max_plies: int, seed: int, defender: str = "self") -> float:
