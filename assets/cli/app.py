@@ -33,9 +33,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
+HOME_HELP = (
+    "store root (default: $CHESS_PIPELINE_HOME, else ./store); before or after the command, "
+    "and given on both sides the one after the command wins"
+)
+
+
+def add_home(parser: argparse.ArgumentParser, default=None) -> None:
+    """--home, the one declaration of the store flag, on the main parser (default None) and on
+    every command's (default SUPPRESS: given after the command it replaces the one before,
+    absent it leaves that one as it is)."""
+    parser.add_argument("--home", default=default, help=HOME_HELP)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="chess-pipeline", description="PGN archives -> position store -> evaluators")
-    p.add_argument("--home", help="store root (default: $CHESS_PIPELINE_HOME, else ./store)")
+    add_home(p)
     p.add_argument(
         "--debug", action="store_true", help="show the Python traceback of an error (also: CHESS_PIPELINE_DEBUG=1)"
     )
@@ -52,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     selfplay.add_parser(sub)
     piece_values.add_parser(sub)
     reproduce.add_parser(sub)
+    for command in {id(c): c for c in sub.choices.values()}.values():  # an alias is the same parser
+        add_home(command, default=argparse.SUPPRESS)
     return p
 
 
