@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 
-.PHONY: install demo test test-fast lint ui bench cluster-test clean clean-store
+.PHONY: install demo test test-fast lint ui bench cluster-test docs clean clean-store
 
 install: $(STAMP)
 	@scripts/install_stockfish.sh
@@ -45,6 +45,11 @@ ui: install
 # two real archives through both profiles, compared (deploy/cluster_test.py; README "Running on a cluster").
 cluster-test: install
 	$(BIN)/python -m deploy.cluster_test
+
+# The documentation site (mkdocs.yml: every page of docs/ in the nav), strict: a broken link,
+# anchor or a page left out of the nav fails the build. Output in site/ (git-ignored).
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
 
 bench: install
 	@command -v pgn-extract >/dev/null 2>&1 || [ -x /usr/games/pgn-extract ] || \
