@@ -2,11 +2,65 @@
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from assets.cli.runtime import open_instance, open_store
+
+STOP_GRACE_S = 15.0
+"""Seconds `ui` gives `dagster dev` to stop its webserver, daemon and code servers after a
+SIGTERM, SIGINT or SIGHUP before it kills what is left of them (they stop in 1-3 s here)."""
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:  # nothing left in the group
+        pass
+
+
+def _exited(pid: int) -> bool:
+    """Whether the child has exited, without reaping it: while it is unreaped its pid, the
+    group's id, cannot be taken by another process."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def run_group(cmd: list[str], grace_s: float = STOP_GRACE_S, **popen) -> int:
+    """Run cmd in a process group of its own and stop the whole group with it: a SIGTERM,
+    SIGINT or SIGHUP to this process goes to every process of the group, which gets grace_s to
+    exit before the group is killed; whatever of the group outlives cmd is killed too. Returns
+    cmd's exit status, or 128 + the signal when one stopped it."""
+    proc = subprocess.Popen(cmd, start_new_session=True, **popen)
+    received: list[int] = []
+
+    def forward(signum, frame) -> None:
+        received.append(signum)
+        _signal_group(proc.pid, signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    try:
+        deadline = None
+        while not _exited(proc.pid):
+            if received and deadline is None:
+                deadline = time.monotonic() + grace_s
+            if deadline is not None and time.monotonic() > deadline:
+                print(
+                    f"chess-pipeline ui: {Path(cmd[0]).name} did not stop within {grace_s:g} s of "
+                    f"{signal.Signals(received[0]).name}: killing its processes",
+                    file=sys.stderr,
+                )
+                break
+            time.sleep(0.1)
+    finally:
+        _signal_group(proc.pid, signal.SIGKILL)  # what is left: a stuck child, or its orphans
+        code = proc.wait()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 128 + received[0] if received else code
 
 
 def ui_command(port: int) -> list[str]:
@@ -28,12 +82,9 @@ def cmd_ui(args: argparse.Namespace) -> None:
     env = {"DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS": "600", **os.environ, "CHESS_PIPELINE_HOME": str(store.root)}
     cmd = ui_command(args.port)
     print(" ".join(cmd), file=sys.stderr)
-    proc = subprocess.Popen(cmd, env=env, cwd=store.local_dir)
-    try:
-        code = proc.wait()
-    except KeyboardInterrupt:  # Ctrl-C reaches dagster dev too: let it shut down its processes
-        code = proc.wait()
-    raise SystemExit(code)
+    # In a group of its own: a signal to this command (Ctrl-C, `kill`, a service manager's stop)
+    # stops dagster dev with its webserver, daemon and code servers, and frees the port.
+    raise SystemExit(run_group(cmd, env=env, cwd=store.local_dir))
 
 
 def add_parser(sub) -> None:
