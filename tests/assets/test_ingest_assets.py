@@ -55,7 +55,7 @@ def test_materialize_partition_reconciles_and_is_reproducible(instance, store, f
     assert games_meta["rated_players"].value == len(rated)
     files = {t: store.partition_file(t, key) for t in TABLES}
     first = {t: _digest(p) for t, p in files.items()}
-    # The README's numbers for this file: 2229 games, none rejected, 166,803 plies.
+    # The shared data's README (../shared/data/README.md) for this file: 2229 games, none rejected, 166,803 plies.
     dg.materialize([duckdb_views], instance=instance, resources={"store": StoreResource(root=str(store.root))})
     with duckdb.connect(str(store.duckdb_path), read_only=True) as con:
         assert con.sql("SELECT games, rejected, plies, positions FROM archive_summary").fetchall() == [

@@ -186,7 +186,7 @@ def accuracy_where_material_is_equal(model, baseline, pairs) -> tuple[float, flo
 
 def test_quick_run_beats_the_material_baseline_on_held_back_pairs_of_equal_material(dc_store, trained):
     """Overall, on this little data (about 5,850 train positions) the quick run is below the baseline
-    (63% against 70% on test; on the 9,541-game store of the README a finished quick schedule
+    (63% against 70% on test; on the 9,541-game store of docs/results/training.md a finished quick schedule
     beats it by 2.9 points), so the test holds the model to what material cannot tell: pairs of
     equal material, where the baseline guesses."""
     cfg, result = trained
