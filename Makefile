@@ -42,7 +42,7 @@ ui: install
 	$(BIN)/chess-pipeline ui
 
 # The cluster profile on this machine: Postgres, Redis, moto S3 and Celery workers on 127.0.0.1,
-# two real archives through both profiles, compared (deploy/cluster_test.py; README "Running on a cluster").
+# two real archives through both profiles, compared (deploy/cluster_test.py; docs/deploy.md).
 cluster-test: install
 	$(BIN)/python -m deploy.cluster_test
 
