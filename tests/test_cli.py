@@ -26,6 +26,13 @@ def sum_removed(out: str, name: str) -> int:
     return sum(int(x.replace(",", "")) for x in removed.groups())
 
 
+MINI_STS = (
+    'rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - bm e4; id "mini.001"; c0 "e4=10, d4=9, Nf3=8";\n'
+    '6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - bm Ra8#; id "mini.002"; c0 "Ra8#=10, Re1=1";\n'
+)
+"""A suite of two STS-shaped positions (points in c0), for the demo to link and score."""
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
@@ -34,9 +41,16 @@ def home(tmp_path, monkeypatch):
 
 
 def test_demo_makes_a_selfplay_archive_and_runs_the_graph(home, capsys, stockfish):
-    # A data folder without the real archives: the self-play sample, said so.
-    main(["--home", str(home), "demo", "--games", "4", "--data", str(home.parent / "no-archives")])
+    # A data folder without the real archives: the self-play sample, said so. A folder of suites
+    # (by default ../shared/data/epd, STS and Kaufman's): linked into the store and scored.
+    suites = home.parent / "suites-src"
+    suites.mkdir()
+    (suites / "mini_sts.epd").write_text(MINI_STS)
+    argv = ["--home", str(home), "demo", "--games", "4", "--data", str(home.parent / "no-archives")]
+    main([*argv, "--suites", str(suites)])
     out = capsys.readouterr().out
+    assert f"linking 1 suite(s) from {suites}" in out
+    assert (home / "suites" / "mini_sts.epd").resolve() == (suites / "mini_sts.epd").resolve()
     assert "no-archives has no ficsgamesdb_2024" in out and "self-play sample" in out
     assert out.rstrip().splitlines()[-2].startswith("demo result: the 3-class network scores ")
     assert "archive_summary" not in out  # prints the table, not the view name
@@ -75,6 +89,13 @@ def test_demo_makes_a_selfplay_archive_and_runs_the_graph(home, capsys, stockfis
             ).fetchall()
         )
         assert scores["random"] == 8 and scores["stockfish skill 0 depth 6"] == 8
+        # ... and the suites: STS points of the 1-ply player on both positions of the linked suite.
+        scored = dict(
+            con.sql(
+                "SELECT metric, n FROM evaluation_results WHERE model = 'mlp_counts_3class' AND suite = 'mini_sts'"
+            ).fetchall()
+        )
+        assert scored["points_1ply"] == 2, scored
         assert (
             con.sql(
                 "SELECT count(*) FROM match_games WHERE white LIKE 'mlp_counts_3class%' "

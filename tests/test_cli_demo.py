@@ -1,5 +1,7 @@
 """The demo's choices that need no run: which real archives it links, and how it words its result."""
 
+from pathlib import Path
+
 from assets.cli.demo import real_archives, verdict
 
 
@@ -62,3 +64,41 @@ def test_verdict_judges_the_majority_class_by_its_own_lead_and_interval():
     assert "it beats the majority class but has not learnt material yet" in beats
     noise = verdict(0.76, 0.74, 0.81, 17510, below | {"majority_lead": 0.02, "majority_lead_ci95": 0.03})
     assert "it has learnt nothing beyond the majority class" in noise
+
+
+def test_a_store_without_suites_links_the_shared_sts_and_kaufman_suites_once(shared_data, tmp_path, monkeypatch):
+    from assets.cli.demo import DemoConfig, link_suites
+    from pipeline.store import Store
+
+    monkeypatch.delenv("CHESS_PIPELINE_SUITES", raising=False)
+    assert Path(DemoConfig().suites) == shared_data / "epd"  # the demo's default folder of suites
+    store = Store(tmp_path / "store").ensure()
+    linked = link_suites(store, Path(DemoConfig().suites))
+    assert sorted(p.name for p in linked) == ["STS1-STS15_LAN_v3.epd", "kaufman.epd"]
+    for name in ("STS1-STS15_LAN_v3.epd", "kaufman.epd"):  # links, read in place
+        link = store.root / "suites" / name
+        assert link.is_symlink() and link.resolve() == (shared_data / "epd" / name).resolve()
+    assert link_suites(store, Path(DemoConfig().suites)) == []  # the store has suites now: nothing more
+
+
+def test_suites_are_linked_only_into_a_store_whose_evaluation_finds_none(tmp_path, monkeypatch):
+    from assets.cli.demo import link_suites
+    from pipeline.store import Store
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "a.epd").write_text('8/8/8/8/8/8/8/K1k5 w - - bm Kb1; id "a.1";\n')
+    (source / "notes.txt").write_text("not a suite")
+    monkeypatch.delenv("CHESS_PIPELINE_SUITES", raising=False)
+    own = Store(tmp_path / "own").ensure()
+    (own.root / "suites").mkdir()
+    (own.root / "suites" / "mine.epd").write_text('8/8/8/8/8/8/8/K1k5 w - - bm Ka2; id "m.1";\n')
+    assert link_suites(own, source) == []  # its own suites stay the ones scored
+    assert link_suites(Store(tmp_path / "empty").ensure(), tmp_path / "missing") == []
+    # CHESS_PIPELINE_SUITES names the suites the evaluation reads: nothing is linked anywhere.
+    monkeypatch.setenv("CHESS_PIPELINE_SUITES", str(tmp_path / "elsewhere"))
+    other = Store(tmp_path / "other").ensure()
+    assert link_suites(other, source) == []
+    assert not (tmp_path / "elsewhere").exists() and not (other.root / "suites").exists()
+    monkeypatch.delenv("CHESS_PIPELINE_SUITES")
+    assert [p.name for p in link_suites(other, source)] == ["a.epd"]

@@ -1,9 +1,10 @@
 """`chess-pipeline demo`: the whole asset graph on the store: ingest, views, labels, the 3-class
 dataset, training, a quick evaluation. A store with no archives gets real games first (the
 FICS archives of ../shared/data/pgn, linked and read in place), or, on a machine without them,
-a self-play sample (too small to learn from: the demo says so). It calls the other commands'
-services, as a script would, and ends with the network's test accuracy beside the majority
-class and the material rule on the same test positions."""
+a self-play sample (too small to learn from: the demo says so); a store with no EPD suites gets
+those of ../shared/data/epd (STS, Kaufman's test), linked the same way, so the evaluation scores
+them. It calls the other commands' services, as a script would, and ends with the network's test
+accuracy beside the majority class and the material rule on the same test positions."""
 
 import argparse
 from dataclasses import dataclass
@@ -29,8 +30,12 @@ REAL_SPLIT = SplitConfig(val_fraction=0.1, test_fraction=0.2)
 DEMO_ARCHIVES = "ficsgamesdb_2024*_standard2000_*.pgn*"
 """The real archives of the demo in the data folder: FICS standard games averaging over 2000,
 January to April 2024 (4,177 games, 348,484 positions)."""
-SHARED_PGN = Path(__file__).resolve().parents[3] / "shared" / "data" / "pgn"
-"""../shared/data/pgn beside the project, where the shared archives are."""
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+"""../shared/data beside the project."""
+SHARED_PGN = SHARED_DATA / "pgn"
+"""Where the shared archives are."""
+SHARED_EPD = SHARED_DATA / "epd"
+"""Where the shared EPD suites are (STS1-STS15, Kaufman's test)."""
 DEMO_DATASET = "sabatelli_3class"
 DEMO_MODEL = "mlp_counts_3class"
 """The network the demo trains (assets.training): a small MLP over the 12 piece counts, a material
@@ -51,11 +56,37 @@ class DemoConfig:
     self-play sample."""
     labels: int = DEMO_LABELS
     """Positions of the real games labelled with Stockfish's static evaluation, game by game (0: every one)."""
+    suites: str = str(SHARED_EPD)
+    """Folder of EPD suites: a store whose suites folder holds none links this folder's .epd files
+    (read in place), so the evaluation scores them."""
 
 
 def real_archives(folder: Path) -> list[Path]:
     """The demo's real archives in folder (none when it is missing)."""
     return sorted(folder.glob(DEMO_ARCHIVES)) if folder.is_dir() else []
+
+
+def link_suites(store: Store, folder: Path) -> list[Path]:
+    """Link folder's .epd files into the store's suites folder when the evaluation would find no
+    suite there; the links made. Nothing when the store has suites of its own, when
+    CHESS_PIPELINE_SUITES names the folder the evaluation reads instead (not the store's to
+    fill), or on an S3 store (a link there is no file)."""
+    from assets.evaluation import local_suite_files, suites_folder
+    from pipeline.evaluation import suite_files
+
+    target = suites_folder("", store)
+    if target != store.root / "suites" or not isinstance(target, Path) or local_suite_files(target):
+        return []
+    found = suite_files(folder) if folder.is_dir() else []
+    if not found:
+        return []
+    target.mkdir(parents=True, exist_ok=True)
+    links = []
+    for suite in found:
+        link = target / suite.name
+        link.symlink_to(suite.resolve())
+        links.append(link)
+    return links
 
 
 def verdict(accuracy: float, majority: float, material: float, rows: int, leads: dict[str, float] | None = None) -> str:
@@ -147,6 +178,9 @@ def cmd_demo(args: argparse.Namespace) -> None:
             print(f"{args.data} has no {DEMO_ARCHIVES}: the demo runs on a self-play sample instead")
             make_sample(store, args.games)
             sample = True
+    if linked := link_suites(store, Path(args.suites)):
+        names = ", ".join(p.name for p in linked)
+        print(f"no .epd suites in {linked[0].parent}: linking {len(linked)} suite(s) from {args.suites} ({names})")
     keys = sorted(store.find_archives())
     ingest.report(ingest.ingest_archives(store, instance, keys, IngestConfig(workers=args.workers)))
     require_success(materialize([duckdb_views], store, instance), "the DuckDB views")
@@ -191,6 +225,7 @@ def add_parser(sub) -> None:
     )
     add_field_flag(s, DemoConfig, "data", "--data")
     add_field_flag(s, DemoConfig, "labels", "--labels", metavar="N")
+    add_field_flag(s, DemoConfig, "suites", "--suites", metavar="FOLDER")
     games = "self-play games for the sample archive (default {default})"
     add_field_flag(s, SelfPlayConfig, "games", "--games", help=games)
     workers = (
