@@ -18,11 +18,13 @@ so); the games whose tag sections stand inside it are counted and reported in Ar
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
 import io
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import chain
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
@@ -37,6 +39,18 @@ HEAD_BYTES = 4096
 """The archive's first bytes (after decompression) that must look like text."""
 BOM = b"\xef\xbb\xbf"
 """The UTF-8 byte-order mark some editors write at the start of a file."""
+UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+"""A file starting with one of these is UTF-16 (Windows editors' "Unicode"): transcoded as read."""
+MAX_GAME_BYTES = 4 << 20
+"""The most bytes one game (tags, movetext and comments) may take: 4 MiB. Real games are far
+smaller (a lichess game with a clock comment on every move is a few tens of KB, a heavily
+annotated one a few hundred), so a longer one is a runaway comment or a damaged archive. Its
+text is not kept: it is scanned to its end in bounded memory and rejected as too_long, so the
+reader's memory never grows with a line's or a game's length."""
+KEPT_BYTES = 4096
+"""The start of an over-long game that is kept (for the rejected game's excerpt)."""
+_NONBLANK = re.compile(rb"[^ \t\n\r\x0b\x0c]")
+"""A byte that bytes.strip() keeps."""
 
 
 class ArchiveError(Exception):
@@ -92,6 +106,9 @@ class RawGame:
     terminated: bool
     """False when the archive ended inside this game's movetext (no closing blank line
     and no result marker), which is how a truncated last game looks."""
+    problem: str | None = None
+    """Set when the game is longer than MAX_GAME_BYTES: what is wrong, for its rejection (text
+    then holds only the game's first KEPT_BYTES)."""
 
 
 def detect_compression(path: Path) -> str:
@@ -181,12 +198,119 @@ def open_archive(path: Path) -> BinaryIO:
     return open(path, "rb", buffering=CHUNK)
 
 
+# Windows-1252 where it defines 0x80-0x9F (euro sign, curly quotes, dashes), Latin-1 for the
+# five bytes it leaves undefined (0x81, 0x8D, 0x8F, 0x90, 0x9D).
+_CP1252 = {}
+for _b in range(0x80, 0xA0):
+    try:
+        _CP1252[_b] = bytes([_b]).decode("cp1252")
+    except UnicodeDecodeError:
+        pass
+
+
 def _decode(data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        # Older PGN files are often latin-1 (player names with accents).
-        return data.decode("latin-1")
+        # Older PGN files are often Windows-1252 (player names with accents, curly quotes, the euro sign).
+        return data.decode("latin-1").translate(_CP1252)
+
+
+class _Text(io.RawIOBase):
+    """The archive's decompressed bytes, UTF-16 (told by its byte-order mark) transcoded to
+    UTF-8 as it is read, so the reader sees one encoding. Reads fill the buffer (short only
+    at the end), so the first peek holds the archive's first bytes. Closing it closes the
+    stream under it."""
+
+    def __init__(self, stream: BinaryIO):
+        self._stream = stream
+        self._decoder: codecs.IncrementalDecoder | None = None
+        self._started = False
+        self._pending = b""
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        try:
+            self._stream.close()
+        finally:
+            super().close()
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        n = len(buffer)
+        if self._decoder is None:
+            if self._started:
+                return self._stream.readinto(buffer)  # type: ignore[attr-defined]
+            self._started = True
+            first = self._stream.read(n)
+            if not first.startswith(UTF16_BOMS):
+                buffer[: len(first)] = first
+                return len(first)
+            self._decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")
+            self._pending = self._decoder.decode(first).encode("utf-8")
+        while len(self._pending) < n and not self._eof:
+            data = self._stream.read(CHUNK)
+            self._eof = not data
+            self._pending += self._decoder.decode(data, final=self._eof).encode("utf-8")
+        out, self._pending = self._pending[:n], self._pending[n:]
+        buffer[: len(out)] = out
+        return len(out)
+
+
+def open_text(path: Path) -> io.BufferedReader:
+    """The archive's decompressed bytes as UTF-8 (UTF-16 transcoded), for streaming reads."""
+    return io.BufferedReader(_Text(open_archive(path)), CHUNK)
+
+
+def _skip_blank(buffered: io.BufferedReader) -> tuple[int, int]:
+    """Consume the blank lines that come next, in bulk (a run of blank lines is read at disk
+    speed, in the reader's buffer): the number of newlines and of bytes consumed."""
+    newlines = nbytes = 0
+    while True:
+        buf = buffered.peek(CHUNK)
+        if not buf:
+            return newlines, nbytes
+        m = _NONBLANK.search(buf)
+        end = buf.rfind(b"\n", 0, m.start() if m else len(buf)) + 1
+        if m is None and end == 0:
+            end = len(buf)  # blank bytes without a newline: part of one blank line
+        if end == 0:
+            return newlines, nbytes
+        newlines += buf.count(b"\n", 0, end)
+        nbytes += end
+        buffered.read(end)
+        if m is not None:
+            return newlines, nbytes
+
+
+@dataclass
+class _Overlong:
+    """A game past MAX_GAME_BYTES: its start, where it began and the bytes it ran to."""
+
+    head: bytes
+    line: int
+    comment_line: int
+    size: int = 0
+
+    def problem(self) -> str:
+        comment = ""
+        if self.comment_line:
+            comment = f"; a '{{' comment opened at line {self.comment_line:,} is still open there"
+        return (
+            f"the game at line {self.line:,} of the archive is {self.size:,} bytes long, over the bound of "
+            f"{MAX_GAME_BYTES:,} bytes for one game (pipeline.archive.MAX_GAME_BYTES, far above any real game)"
+            f"{comment}: its text was skipped, not read; a runaway comment or a damaged archive? Fix or remove the "
+            "game and ingest the archive again"
+        )
+
+
+def _raw_game(index: int, lines: list[bytes], big: _Overlong | None, size: int, terminated: bool) -> RawGame:
+    if big is None:
+        return RawGame(index, _decode(b"".join(lines)).replace("\r\n", "\n"), terminated)
+    big.size += size
+    return RawGame(index, _decode(big.head).replace("\r\n", "\n"), terminated, big.problem())
 
 
 def _check_text(head: bytes, name: str) -> None:
@@ -237,33 +361,70 @@ def _split_games(stream: BinaryIO, name: str, notes: ArchiveNotes, compression: 
     comment_line = 0
     blank_in_comment = False
     lost: list[int] = []
-    lineno = 0
+    # Bytes of the game in `lines`; past MAX_GAME_BYTES they are dropped (kept: the game's
+    # start in `big.head`) and counted in `big.size`, and the game is yielded with its problem.
+    size = 0
+    big: _Overlong | None = None
+    # Line numbers: enumerate's count plus the blank lines skipped in bulk (minus the pieces
+    # of long lines, which readline gives apart).
+    skipped = 0
+    start = 0
+    i = 0
     try:
-        # The first 4,096 bytes decide whether this is text at all; the head is then read
-        # on to the end of its line and split like the rest.
-        head = stream.read(HEAD_BYTES)
+        buffered = io.BufferedReader(_Text(stream), CHUNK)
+        # The first 4,096 bytes decide whether this is text at all.
+        head = buffered.peek(HEAD_BYTES)[:HEAD_BYTES]
         _check_text(head[len(BOM) :] if head.startswith(BOM) else head, name)
-        if len(head) == HEAD_BYTES and not head.endswith(b"\n"):
-            head += stream.readline()
-        for lineno, line in enumerate(chain(io.BytesIO(head), stream), 1):
+        # A line longer than MAX_GAME_BYTES comes in pieces: its game is over-long anyway.
+        readline = partial(buffered.readline, MAX_GAME_BYTES)
+        for i, line in enumerate(iter(readline, b""), 1):
+            if size >= MAX_GAME_BYTES:
+                # The game in hand has grown past the bound: its text goes, its size is counted.
+                if big is None:
+                    big = _Overlong(b"".join(lines)[:KEPT_BYTES], start, comment_line if in_comment else 0)
+                big.size += size
+                partial_line = not lines[-1].endswith(b"\n")
+                lines = [b"\n"]
+                size = 0
+                if partial_line:
+                    # The rest of a long line: its pieces only move the comment state.
+                    skipped -= 1  # enumerate counted the first piece as a line
+                    while True:
+                        big.size += len(line)
+                        if in_movetext and (b"{" in line or b"}" in line):
+                            in_comment = _comment_state(line, in_comment)
+                            if in_comment and not big.comment_line:
+                                big.comment_line = comment_line = i + skipped
+                        if line.endswith(b"\n"):
+                            break
+                        line = readline()
+                        if not line:
+                            break
+                    continue
             stripped = line.strip()
             if not lines:
-                # Between games: blank lines and escape lines are skipped; a byte-order mark
-                # at the start of a game is dropped (as python-chess does).
+                # Between games: blank lines and escape lines are skipped (runs of blank lines
+                # in bulk); a byte-order mark at the start of a game is dropped (as python-chess does).
                 if line.startswith(BOM):
                     while line.startswith(BOM):
                         line = line[len(BOM) :]
                     stripped = line.strip()
-                if not stripped or line.startswith(b"%"):
+                if not stripped:
+                    skipped += _skip_blank(buffered)[0]
+                    continue
+                if line.startswith(b"%"):
                     continue
                 lines.append(line)
+                size = len(line)
+                start = i + skipped
                 in_movetext = has_moves = not stripped.startswith(b"[")
                 in_comment = in_movetext and b"{" in line and _comment_state(line, False)
                 if in_comment:
-                    comment_line = lineno
+                    comment_line = start
                 continue
             if not in_movetext:
                 lines.append(line)
+                size += len(line)
                 if not stripped.startswith(b"["):
                     # The blank line between tags and movetext, or movetext right after the tags.
                     in_movetext = True
@@ -271,51 +432,65 @@ def _split_games(stream: BinaryIO, name: str, notes: ArchiveNotes, compression: 
                         has_moves = True
                         in_comment = b"{" in line and _comment_state(line, False)
                         if in_comment:
-                            comment_line = lineno
+                            comment_line = i + skipped
                 continue
             # In movetext.
             if not in_comment:
                 if not stripped:
                     if has_moves:
-                        yield RawGame(index, _decode(b"".join(lines)).replace("\r\n", "\n"), True)
+                        yield _raw_game(index, lines, big, size, True)
                         index += 1
                         lines = []
+                        size = 0
+                        big = None
                         in_movetext = False
+                    else:
+                        skipped += _skip_blank(buffered)[0]
                     continue
                 if stripped.startswith(b"["):
                     if _looks_like_tag(stripped):
                         # Next game's tags without a separating blank line.
-                        yield RawGame(index, _decode(b"".join(lines)).replace("\r\n", "\n"), True)
+                        yield _raw_game(index, lines, big, size, True)
                         index += 1
                         lines = [line]
+                        size = len(line)
+                        big = None
+                        start = i + skipped
                         in_movetext = has_moves = False
                         continue
                 else:
                     has_moves = True
                 lines.append(line)
+                size += len(line)
                 if b"{" in line:
                     in_comment = _comment_state(line, False)
                     if in_comment:
-                        comment_line = lineno
+                        comment_line = i + skipped
                 continue
             # In a brace comment: it runs to the next '}', blank lines and tags included.
             lines.append(line)
+            size += len(line)
             if not stripped:
                 blank_in_comment = True
+                more, nbytes = _skip_blank(buffered)
+                if more:  # kept as bare newlines, up to the bound
+                    skipped += more
+                    lines.append(b"\n" * min(more, MAX_GAME_BYTES))
+                    size += nbytes
                 continue
             if stripped.startswith(b"["):
                 if blank_in_comment and _looks_like_tag(stripped):
-                    lost.append(lineno)  # the tag section of a game the comment swallows
+                    lost.append(i + skipped)  # the tag section of a game the comment swallows
             else:
                 has_moves = True
             blank_in_comment = False
             if b"}" in line:
                 if lost:
-                    notes.swallowed(name, index, comment_line, lost, lineno)
+                    notes.swallowed(name, index, comment_line, lost, i + skipped)
                     lost = []
                 in_comment = _comment_state(line, True)
                 if in_comment:
-                    comment_line = lineno
+                    comment_line = i + skipped
     except EOFError:
         # gzip and bz2 raise a bare EOFError; the message below ends the error chain (from
         # None), so it is what the CLI prints, as for a truncated zstd stream.
@@ -332,8 +507,10 @@ def _split_games(stream: BinaryIO, name: str, notes: ArchiveNotes, compression: 
     if lost:
         notes.swallowed(name, index, comment_line, lost, None)
     if lines:
-        text = _decode(b"".join(lines)).replace("\r\n", "\n")
-        yield RawGame(index, text, _ends_with_result(text) and not in_comment)
+        if big is None and size >= MAX_GAME_BYTES:
+            big = _Overlong(b"".join(lines)[:KEPT_BYTES], start, comment_line if in_comment else 0)
+            lines = [b"\n"]
+        yield _raw_game(index, lines, big, size, lines[-1].rstrip().endswith(_RESULTS_B) and not in_comment)
 
 
 def _looks_like_tag(stripped: bytes) -> bool:
@@ -366,9 +543,4 @@ def _comment_state(line: bytes, in_comment: bool) -> bool:
         i = brace + 1
 
 
-_RESULTS = ("1-0", "0-1", "1/2-1/2", "*")
-
-
-def _ends_with_result(text: str) -> bool:
-    body = text.rstrip()
-    return body.endswith(_RESULTS)
+_RESULTS_B = (b"1-0", b"0-1", b"1/2-1/2", b"*")

@@ -116,7 +116,7 @@ def tokenize_python(movetext: str) -> tuple[list[str], str | None]:
     tokens = _SCAN.findall(body)
     junk = _NOT_JUNK.sub("", body)
     if junk:
-        raise Rejected("unparsable_move", f"unrecognised text {junk[:40]!r} in the movetext")
+        raise _junk(body)
     result = None
     if "(" in body:
         mainline: list[str] = []
@@ -138,6 +138,56 @@ def tokenize_python(movetext: str) -> tuple[list[str], str | None]:
         elif tok:
             sans.append(tok)
     return sans, result
+
+
+# A move written with a lower-case piece letter ("nf3", "qxd5"); b is left out, as "bxc5" is
+# a pawn's capture. python-chess's reader turns "nf3" into the pawn move f3 without a word.
+_LOWER_PIECE = re.compile(r"[nrqk][a-h]?[1-8]?[\-x]?[a-h][1-8](?:=?[nbrqkNBRQK])?")
+
+
+def _junk(body: str) -> Rejected:
+    """The rejection of movetext holding something that is no move: the word where it is and
+    its ply, and for a lower-case piece letter what to write instead."""
+    end = 0
+    for m in _NOT_JUNK.finditer(body):
+        if m.start() > end:
+            break
+        end = m.end()
+    left = end
+    while left > 0 and not body[left - 1].isspace():
+        left -= 1
+    right = end
+    while right < len(body) and not body[right].isspace():
+        right += 1
+    word = body[left:right]
+    ply = _mainline_plies(body[:left])
+    move = word.lstrip("0123456789. ")
+    if _LOWER_PIECE.fullmatch(move.rstrip("+#!?")):
+        return Rejected(
+            "unparsable_move",
+            f"move {move!r} at ply {ply + 1}: piece letters must be upper case (N, B, R, Q, K); "
+            f"write {move[0].upper() + move[1:]!r}",
+            ply,
+        )
+    return Rejected(
+        "unparsable_move",
+        f"unrecognised text {word[:40]!r} at ply {ply + 1} of the movetext: not a move, move number, "
+        "comment, NAG or result",
+        ply,
+    )
+
+
+def _mainline_plies(body: str) -> int:
+    """Mainline moves in movetext without comments (variations left out)."""
+    depth = plies = 0
+    for tok in _SCAN.findall(body):
+        if tok == "(":
+            depth += 1
+        elif tok == ")":
+            depth = max(0, depth - 1)
+        elif tok and depth == 0 and tok not in RESULTS:
+            plies += 1
+    return plies
 
 
 def parse_elo(value: str | None) -> int | None:
@@ -248,6 +298,8 @@ class ChunkBuilder:
         rj["excerpt"].append(raw.text[:EXCERPT_CHARS].replace("\x00", "\u2400"))  # NUL shown as the NUL symbol
 
     def _add_game(self, raw: RawGame) -> None:
+        if raw.problem is not None:  # over-long: the reader kept only its start
+            raise Rejected("too_long", raw.problem)
         if "\x00" in raw.text:
             # Binary content past the archive's first 4,096 bytes (those are checked whole by
             # pipeline.archive): this game is damaged, the others are read.

@@ -10,6 +10,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import chain, islice
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline import storage
-from pipeline.archive import ArchiveError, ArchiveNotes, RawGame, iter_raw_games, open_archive
+from pipeline.archive import MAX_GAME_BYTES, ArchiveError, ArchiveNotes, RawGame, iter_raw_games, open_text
 from pipeline.games import GAMES_SCHEMA, POSITIONS_SCHEMA, REJECTED_SCHEMA, process_games
 from pipeline.storage import Lease
 from pipeline.store import AtomicParquetWriter, Store, raise_if_no_space, remove_stale_tmp
@@ -194,6 +195,8 @@ def ingest_archive(
             # No other run writes this partition while we hold its lock: any temporary file
             # here was left by a killed run (never visible to readers).
             remove_stale_tmp(store.partition_dir(table, key))
+        # Those that killed runs left in other partitions go too (a live writer's are flock'ed).
+        store.remove_dead_writers_tmp(TABLES)
         try:
             return _ingest_locked(store, key, Path(path), config, progress, lease)
         except BaseException as e:
@@ -246,14 +249,25 @@ def _ingest_locked(
 def count_games_python_chess(path: Path) -> int:
     """Games in an archive as python-chess counts them (headers only, moves skipped).
 
-    An independent count for reconciliation: it shares no code with iter_raw_games.
+    An independent count for reconciliation: it shares no parsing with iter_raw_games, only
+    the decompressed text (UTF-16 transcoded). python-chess is given lines of at most
+    MAX_GAME_BYTES characters (a longer one comes in pieces), so that its memory, like the
+    reader's, does not grow with a line's length.
     """
     n = 0
-    with open_archive(Path(path)) as raw:
+    with open_text(Path(path)) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=None)
-        while chess.pgn.read_headers(text) is not None:
+        lines = _BoundedLines(text)
+        while chess.pgn.read_headers(lines) is not None:  # type: ignore[arg-type]
             n += 1
     return n
+
+
+class _BoundedLines:
+    """A text stream whose readline gives at most MAX_GAME_BYTES characters at a time."""
+
+    def __init__(self, text: io.TextIOWrapper):
+        self.readline = partial(text.readline, MAX_GAME_BYTES)
 
 
 def expected_positions(store: Store, key: str) -> int:

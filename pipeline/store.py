@@ -31,7 +31,7 @@ import stat
 import tempfile
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,6 +138,22 @@ class Store:
 
     def table_glob(self, table: str) -> str:
         return str(self.root / table / "archive=*" / "*.parquet")
+
+    def remove_dead_writers_tmp(self, tables: Iterable[str]) -> int:
+        """Remove the temporary files that killed writers left in any partition of these tables.
+
+        A live writer holds an flock on its temporary file (atomic_path), so its file stays; one
+        younger than STALE_COPY_S stays too (made a moment ago, not locked yet). An S3 store's
+        temporary files are local spool files, cleared where they are made."""
+        if self.remote:
+            return 0
+        removed = 0
+        for table in tables:
+            folder = self.root / table
+            if folder.is_dir():
+                for partition in folder.glob("archive=*"):
+                    removed += remove_stale_tmp(partition, min_age_s=STALE_COPY_S)
+        return removed
 
     def ensure(self) -> Store:
         """Create a local store's folders; for an S3 store, check that the endpoint answers, takes
