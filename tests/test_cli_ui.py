@@ -92,3 +92,31 @@ def test_sigterm_to_ui_stops_dagster_and_frees_the_port(tmp_path):
             except ProcessLookupError:
                 pass
         log.close()
+
+
+def test_a_child_that_ignores_sigterm_is_killed_with_its_group_after_the_grace(tmp_path):
+    # A stuck `dagster dev`: a shell and its child ignoring SIGTERM (ignored signals are inherited).
+    marker = f"CHESS_PIPELINE_UI_TEST={tmp_path}"
+    stuck = ["sh", "-c", "trap '' TERM; sleep 60 & wait"]
+    code = f"import sys; from assets.cli.ui import run_group; sys.exit(run_group({stuck!r}, 'stuck', grace_s=1))"
+    env = {**os.environ, "CHESS_PIPELINE_UI_TEST": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert _wait_for(lambda: len(_pids_with_env(marker)) >= 3, 20)  # python, sh, sleep
+        time.sleep(0.5)  # the handlers are in place once the child runs
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+        assert time.monotonic() - started < 5
+        assert proc.returncode == 128 + signal.SIGTERM
+        assert err.strip() == "chess-pipeline ui: stuck did not stop within 1 s of SIGTERM: killing its processes"
+        assert _wait_for(lambda: not _pids_with_env(marker), 5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        for pid in _pids_with_env(marker):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -29,7 +29,7 @@ def _exited(pid: int) -> bool:
     return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
-def run_group(cmd: list[str], grace_s: float = STOP_GRACE_S, **popen) -> int:
+def run_group(cmd: list[str], name: str, grace_s: float = STOP_GRACE_S, **popen) -> int:
     """Run cmd in a process group of its own and stop the whole group with it: a SIGTERM,
     SIGINT or SIGHUP to this process goes to every process of the group, which gets grace_s to
     exit before the group is killed; whatever of the group outlives cmd is killed too. Returns
@@ -49,7 +49,7 @@ def run_group(cmd: list[str], grace_s: float = STOP_GRACE_S, **popen) -> int:
                 deadline = time.monotonic() + grace_s
             if deadline is not None and time.monotonic() > deadline:
                 print(
-                    f"chess-pipeline ui: {Path(cmd[0]).name} did not stop within {grace_s:g} s of "
+                    f"chess-pipeline ui: {name} did not stop within {grace_s:g} s of "
                     f"{signal.Signals(received[0]).name}: killing its processes",
                     file=sys.stderr,
                 )
@@ -84,7 +84,7 @@ def cmd_ui(args: argparse.Namespace) -> None:
     print(" ".join(cmd), file=sys.stderr)
     # In a group of its own: a signal to this command (Ctrl-C, `kill`, a service manager's stop)
     # stops dagster dev with its webserver, daemon and code servers, and frees the port.
-    raise SystemExit(run_group(cmd, env=env, cwd=store.local_dir))
+    raise SystemExit(run_group(cmd, "dagster dev", env=env, cwd=store.local_dir))
 
 
 def add_parser(sub) -> None:
