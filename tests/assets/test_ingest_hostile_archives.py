@@ -1,9 +1,12 @@
 """The ingest asset on hostile archives written by the tests (issue 13, items 15 and 16)."""
 
+import gzip
 import logging
 
 import dagster as dg
+import pyarrow.parquet as pq
 
+from pipeline.archive import MAX_GAME_BYTES
 from pipeline.store import Store
 from tests.pipeline.test_hostile_archives import BOM, _game, _unclosed_archive
 from tests.stores import materialize_archive
@@ -60,3 +63,20 @@ def test_a_truncated_bz2_fails_the_run_with_the_one_clear_line_the_cli_prints(in
     message = failure_message(result)
     assert message.startswith("cut.pgn.bz2: bzip2 stream is truncated") and "download or copy it again" in message
     assert "Error" not in message and "\n" not in message  # neither EOFError nor the ArchiveError class path
+
+
+def test_an_over_long_game_is_rejected_and_the_archive_reconciles(instance, tmp_path):
+    comment = b"x" * (MAX_GAME_BYTES + 1)
+    path = tmp_path / "long.pgn.gz"
+    path.write_bytes(
+        gzip.compress(_game(0).encode() + b"\n" + _game(1, movetext="1. e4 {").encode()[:-1] + comment + b"} *\n\n")
+    )
+    store = Store(tmp_path / "store").ensure()
+    key = store.add_archive(path)
+    result = materialize_archive(instance, store, key)
+    assert result.success
+    [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "reconciles_with_file"]
+    meta = {k: v.value for k, v in check.metadata.items()}
+    assert check.passed and (meta["games"], meta["rejected"], meta["games_in_file (python-chess)"]) == (1, 1, 2)
+    [row] = pq.read_table(store.partition_file("rejected_games", key)).to_pylist()
+    assert row["reason_code"] == "too_long" and f"{MAX_GAME_BYTES:,} bytes" in row["reason"]
