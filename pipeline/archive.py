@@ -49,6 +49,9 @@ text is not kept: it is scanned to its end in bounded memory and rejected as too
 reader's memory never grows with a line's or a game's length."""
 KEPT_BYTES = 4096
 """The start of an over-long game that is kept (for the rejected game's excerpt)."""
+BULK_AFTER = 8
+"""Blank lines read one by one before the rest of a run of them is skipped in bulk (a bulk skip
+peeks at the reader's buffer, which costs more than a few lines)."""
 _NONBLANK = re.compile(rb"[^ \t\n\r\x0b\x0c]")
 """A byte that bytes.strip() keeps."""
 
@@ -369,6 +372,8 @@ def _split_games(stream: BinaryIO, name: str, notes: ArchiveNotes, compression: 
     # of long lines, which readline gives apart).
     skipped = 0
     start = 0
+    # Blank lines seen since the game began: from BULK_AFTER on they are skipped in bulk.
+    blanks = 0
     i = 0
     try:
         buffered = io.BufferedReader(_Text(stream), CHUNK)
@@ -410,13 +415,17 @@ def _split_games(stream: BinaryIO, name: str, notes: ArchiveNotes, compression: 
                         line = line[len(BOM) :]
                     stripped = line.strip()
                 if not stripped:
-                    skipped += _skip_blank(buffered)[0]
+                    blanks += 1
+                    if blanks >= BULK_AFTER:
+                        skipped += _skip_blank(buffered)[0]
+                        blanks = 0
                     continue
                 if line.startswith(b"%"):
                     continue
                 lines.append(line)
                 size = len(line)
                 start = i + skipped
+                blanks = 0
                 in_movetext = has_moves = not stripped.startswith(b"[")
                 in_comment = in_movetext and b"{" in line and _comment_state(line, False)
                 if in_comment:
@@ -445,7 +454,10 @@ def _split_games(stream: BinaryIO, name: str, notes: ArchiveNotes, compression: 
                         big = None
                         in_movetext = False
                     else:
-                        skipped += _skip_blank(buffered)[0]
+                        blanks += 1
+                        if blanks >= BULK_AFTER:
+                            skipped += _skip_blank(buffered)[0]
+                            blanks = 0
                     continue
                 if stripped.startswith(b"["):
                     if _looks_like_tag(stripped):
@@ -456,6 +468,7 @@ def _split_games(stream: BinaryIO, name: str, notes: ArchiveNotes, compression: 
                         size = len(line)
                         big = None
                         start = i + skipped
+                        blanks = 0
                         in_movetext = has_moves = False
                         continue
                 else:
@@ -472,11 +485,14 @@ def _split_games(stream: BinaryIO, name: str, notes: ArchiveNotes, compression: 
             size += len(line)
             if not stripped:
                 blank_in_comment = True
-                more, nbytes = _skip_blank(buffered)
-                if more:  # kept as bare newlines, up to the bound
-                    skipped += more
-                    lines.append(b"\n" * min(more, MAX_GAME_BYTES))
-                    size += nbytes
+                blanks += 1
+                if blanks >= BULK_AFTER:
+                    blanks = 0
+                    more, nbytes = _skip_blank(buffered)
+                    if more:  # kept as bare newlines, up to the bound
+                        skipped += more
+                        lines.append(b"\n" * min(more, MAX_GAME_BYTES))
+                        size += nbytes
                 continue
             if stripped.startswith(b"["):
                 if blank_in_comment and _looks_like_tag(stripped):
