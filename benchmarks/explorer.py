@@ -69,7 +69,7 @@ def main() -> None:
         "not in the store": "8/8/8/4k3/8/8/8/4K2R w K - 0 1",
     }
     print(f"store {store.root}: {games:,} games, {positions:,} positions")
-    with TestClient(create_app(store)) as client:
+    with TestClient(create_app(store), base_url="http://127.0.0.1") as client:
         t = time.perf_counter()
         first = client.get("/api/position", params={"fen": chess.STARTING_FEN})
         print(f"first call (opens the store): {1000 * (time.perf_counter() - t):.0f} ms")

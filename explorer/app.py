@@ -1,17 +1,26 @@
 """The explorer's web server: a thin FastAPI layer over explorer.queries and explorer.evaluations.
 
-JSON under /api/ (the page calls it; so can anyone), the page itself from static/. Errors are
-JSON `{"error": "..."}` with a 4xx for bad input (a FEN, move, model name, depth or game id
-that cannot be used) and a 404 for what the store does not hold; never a traceback."""
+JSON under /api/ (the page calls it; so can anyone), the page itself from static/. Every error
+is JSON `{"error": "..."}`: a 4xx for bad input (a FEN, move, model name, depth or game id that
+cannot be used, an unknown path or method, an over-long URL or body) and a 404 for what the
+store does not hold; never a traceback.
+
+Served on loopback only, and guarded as such (`Guard`): a request naming any other Host (a
+DNS-rebinding page) is refused, and every answer carries a Content-Security-Policy that lets
+only the server's own script files run, so text from the store (players, dates, events) can
+never act as markup. Store queries and network evaluations run in worker threads, at most one
+per core at a time, so the page and its static files answer while a burst of queries runs."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
 
+import anyio
 import chess
 import duckdb
 from fastapi import FastAPI, Request
@@ -19,6 +28,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from explorer import queries
 from explorer.evaluations import (
@@ -29,7 +39,15 @@ from explorer.evaluations import (
     piece_values,
     traditional_score,
 )
-from explorer.position import InputError, NotFound, parse_fen, parse_move, position_key, setup_board
+from explorer.position import (
+    InputError,
+    NotFound,
+    is_placement,
+    parse_fen,
+    parse_move,
+    position_key,
+    setup_board,
+)
 from pipeline import duck
 from pipeline.engine import EngineNotFound
 from pipeline.store import Store
@@ -41,8 +59,90 @@ VENDOR_MISSING = (
 )
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+"""Host names the server answers to (with any port): it listens on loopback only, and a page
+elsewhere whose DNS name is rebound to 127.0.0.1 still sends its own name."""
+MAX_URL = 8192
+"""Longest path + query accepted (a FEN is 100 characters at most); longer is a 414."""
+MAX_BODY = 64 * 1024
+"""Largest request body accepted (a search request is under 200 bytes); larger is a 413."""
+SERVER_OPTIONS = {"http": "h11", "h11_max_incomplete_event_size": 1 << 20}
+"""How uvicorn serves the explorer (`chess-pipeline explore`): h11 reading up to 1 MiB of a
+request's head, so an over-long URL reaches the app and gets its JSON 414 (httptools answers
+one over 64 KiB itself, in plain text; over 1 MiB, h11 answers a plain-text 400 and closes
+the connection, which a client still sending sees as a reset)."""
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; "
+    "base-uri 'none'; frame-ancestors 'none'; form-action 'self'; "
+    # cm-chessboard places the piece being dragged with a style attribute; no <style> element runs
+    "style-src-attr 'unsafe-inline'"
+)
+"""Only the server's own files run or style the page: text from the store that reached the
+page as markup could neither run script nor restyle it."""
+SECURITY_HEADERS = [
+    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+]
+
+
 def vendor_dir(static: Path = STATIC) -> Path:
     return static / "vendor" / "cm-chessboard"
+
+
+def host_allowed(host: str, allowed: tuple[str, ...] = LOOPBACK_HOSTS) -> bool:
+    """Whether a Host header names one of `allowed`, with or without a port."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        name, sep, rest = host.partition("]")
+        name, port = name + sep, rest
+    else:
+        name, _, port = host.partition(":")
+        port = ":" + port if port else ""
+    if port and not (port.startswith(":") and port[1:].isdigit() and 0 < int(port[1:]) < 65536):
+        return False
+    return name in allowed
+
+
+class Guard:
+    """ASGI middleware in front of the app: the Host check (421), URL and body bounds (414,
+    413), HEAD answered as GET without the body, and the security headers on every answer."""
+
+    def __init__(self, app, allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS):
+        self.app = app
+        self.allowed_hosts = allowed_hosts
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        head = scope["method"] == "HEAD"
+
+        async def send_guarded(message):
+            if message["type"] == "http.response.start":
+                names = {k.lower() for k, _ in message.get("headers", [])}
+                extra = [(k, v) for k, v in SECURITY_HEADERS if k not in names]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            elif head and message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        headers = {k.lower(): v for k, v in scope["headers"]}
+        host = headers.get(b"host", b"").decode("latin-1")
+        url_length = len(scope.get("raw_path") or scope["path"].encode()) + len(scope.get("query_string", b""))
+        length = headers.get(b"content-length", b"0").decode("latin-1")
+        error = None
+        if not host_allowed(host, self.allowed_hosts):
+            names = ", ".join(self.allowed_hosts)
+            error = (421, f"host {host[:60]!r} is not served here: open the page at one of {names} (with its port)")
+        elif url_length > MAX_URL:
+            error = (414, f"the URL is {url_length} bytes long; at most {MAX_URL} are accepted (a FEN is 100 at most)")
+        elif not length.isdigit() or int(length) > MAX_BODY:
+            error = (413, f"the request body is {length} bytes; at most {MAX_BODY} are accepted")
+        if error is not None:
+            return await JSONResponse({"error": error[1]}, status_code=error[0])(scope, receive, send_guarded)
+        if head:
+            scope = {**scope, "method": "GET"}
+        await self.app(scope, receive, send_guarded)
 
 
 class SearchRequest(BaseModel):
@@ -77,13 +177,26 @@ def create_app(
     list_models: Callable[[], list[TrainedModel]] = list,
     stockfish: str | None = None,
     static: Path = STATIC,
-) -> FastAPI:
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS,
+    workers: int | None = None,
+) -> Guard:
     """The explorer over `store`. `list_models` names the trained checkpoints (the CLI reads
     them from each model asset's latest materialisation); `stockfish` the engine for live
-    searches (None: STOCKFISH_PATH, PATH, /usr/games/stockfish)."""
+    searches (None: STOCKFISH_PATH, PATH, /usr/games/stockfish); `allowed_hosts` the Host
+    names answered (loopback); `workers` how many store queries or evaluations run at once
+    (None: one per core). The FastAPI app is the returned guard's `.app`."""
     connections = Connections(store)
     networks = Networks(list_models)
     searches = LiveSearches(stockfish)
+    slots = workers or os.cpu_count() or 1
+    limiter: list[anyio.CapacityLimiter] = []  # made in the event loop, on first use
+
+    async def offload(fn: Callable[[], object]) -> JSONResponse:
+        """fn() and its JSON encoding in a worker thread, at most `slots` at once: the event loop
+        stays free for the page, its static files and requests that need no query."""
+        if not limiter:
+            limiter.append(anyio.CapacityLimiter(slots))
+        return await anyio.to_thread.run_sync(lambda: JSONResponse(fn()), limiter=limiter[0])
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -91,10 +204,30 @@ def create_app(
         searches.close()
         connections.close()
 
-    app = FastAPI(title="chess-pipeline explorer", lifespan=lifespan, docs_url="/api/docs", redoc_url=None)
+    # No API docs page: FastAPI's loads its script from a CDN, which the page's policy forbids
+    # (and a local page should not fetch). The schema is at /api/openapi.json.
+    app = FastAPI(
+        title="chess-pipeline explorer",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/api/openapi.json",
+    )
     app.state.store = store
     app.state.networks = networks
     app.state.searches = searches
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, e: StarletteHTTPException):
+        if e.status_code == 404 and e.detail == "Not Found":
+            where = request.url.path[:80]
+            message = f"no such page: {where}; the page is / and its API under /api/ (/api/openapi.json)"
+        elif e.status_code == 405:
+            allow = (e.headers or {}).get("Allow", "")
+            message = f"{request.method} is not allowed on {request.url.path[:80]}; allowed: {allow or 'none'}"
+        else:
+            message = str(e.detail)
+        return JSONResponse({"error": message}, status_code=e.status_code, headers=e.headers)
 
     @app.exception_handler(InputError)
     async def _bad_input(_request: Request, e: InputError):
@@ -126,17 +259,34 @@ def create_app(
     # API ---------------------------------------------------------------------------------
 
     @app.get("/api/position")
-    def api_position(fen: str | None = None, games: int = queries.GAMES_LISTED):
+    async def api_position(fen: str | None = None, games: int = queries.GAMES_LISTED):
         """Games that reached the position, results by rating band, moves played from it
-        (counts and scores), the strongest games (links to their PGN), and its legal moves."""
+        (counts and scores), the strongest games (links to their PGN), and its legal moves.
+        A bare piece placement (the FEN's first field) matches every position with those
+        pieces on those squares, whoever is to move, with any castling or en-passant right."""
         board = parse_fen(fen)
+        placement = is_placement(fen)
         if not 0 <= games <= 200:
             raise InputError(f"games (how many games to list) must be from 0 to 200, got {games}")
-        with connections.cursor() as con:
-            out = queries.explore(con, board, games)
-        out["legal_moves"] = _legal(board)
-        out["status"] = _status(board)
-        return out
+
+        def run():
+            with connections.cursor() as con:
+                out = queries.explore(con, board, games, placement_only=placement)
+            out["legal_moves"] = _legal(board)
+            out["status"] = _status(board)
+            return out
+
+        return await offload(run)
+
+    @app.get("/api/store")
+    async def api_store():
+        """How many games the store holds, and what to run when it holds none."""
+
+        def run():
+            with connections.cursor() as con:
+                return queries.store_summary(con)
+
+        return await offload(run)
 
     @app.get("/api/fen")
     def api_fen(fen: str | None = None):
@@ -169,40 +319,57 @@ def create_app(
         }
 
     @app.get("/api/evaluations")
-    def api_evaluations(fen: str | None = None):
-        """Every value network's score, the traditional evaluation and the stored Stockfish
-        labels of the position (White's point of view, centipawns)."""
+    async def api_evaluations(fen: str | None = None):
+        """Every network's score (value networks, and piece-value networks' sums), the
+        traditional evaluation and the stored Stockfish labels of the position (White's
+        point of view, centipawns)."""
         board = parse_fen(fen)
-        with connections.cursor() as con:
-            labels = queries.stored_labels(con, position_key(board))
-        return {
-            "fen": board.fen(),
-            "networks": networks.scores(board),
-            "traditional": None if board.is_game_over() else traditional_score(board),
-            "stockfish": {
-                "stored": labels,
-                "note": None if labels else "not in the store's labels: start a live search (POST /api/search)",
-            },
-        }
+
+        def run():
+            with connections.cursor() as con:
+                labels = queries.stored_labels(con, position_key(board))
+            return {
+                "fen": board.fen(),
+                "networks": networks.scores(board),
+                "networks_note": networks.note(),
+                "traditional": None if board.is_game_over() else traditional_score(board),
+                "stockfish": {
+                    "stored": labels,
+                    "note": None if labels else "not in the store's labels: start a live search (POST /api/search)",
+                },
+            }
+
+        return await offload(run)
 
     @app.get("/api/piece_values")
-    def api_piece_values(fen: str | None = None, model: str | None = None):
-        return piece_values(parse_fen(fen), networks, model)
+    async def api_piece_values(fen: str | None = None, model: str | None = None):
+        board = parse_fen(fen)
+        return await offload(lambda: piece_values(board, networks, model))
 
     @app.post("/api/search", status_code=202)
     def api_search(request: SearchRequest):
-        """Start a live Stockfish search of the position at `depth` in the background; poll its url."""
+        """Start a live Stockfish search of the position at `depth` in the background; poll its
+        url. It supersedes every earlier search still queued or running (the engine stops it):
+        the page wants the position it shows now."""
         board = parse_fen(request.fen)
         return searches.start(board, check_depth(request.depth))
+
+    @app.delete("/api/search/{job_id}")
+    def api_search_cancel(job_id: str):
+        """Stop a search (queued or running); a finished one is left as it is."""
+        return searches.cancel(job_id)
 
     @app.get("/api/search/{job_id}")
     def api_search_state(job_id: str):
         return searches.get(job_id)
 
     @app.get("/api/games/{game_id}")
-    def api_game(game_id: str):
+    async def api_game(game_id: str):
         """A stored game: headers, moves (SAN, UCI, FEN after each) and its PGN's url."""
         gid = queries.parse_game_id(game_id)
+        return await offload(lambda: _game(gid))
+
+    def _game(gid: int) -> dict:
         with connections.cursor() as con:
             game = queries.stored_game(con, gid)
         r = game.row
@@ -229,10 +396,13 @@ def create_app(
         )
 
     @app.get("/api/games/{game_id}/evaluations")
-    def api_game_evaluations(game_id: str):
+    async def api_game_evaluations(game_id: str):
         """The evaluation along a stored game, ply by ply (White's view, centipawns): the stored
         Stockfish label, the traditional evaluation and every value network."""
         gid = queries.parse_game_id(game_id)
+        return await offload(lambda: _game_evaluations(gid))
+
+    def _game_evaluations(gid: int) -> dict:
         with connections.cursor() as con:
             game = queries.stored_game(con, gid)
             labels = {r["ply"]: r for r in queries.game_labels(con, gid)}
@@ -274,7 +444,7 @@ def create_app(
     # The page ----------------------------------------------------------------------------
 
     @app.get("/", include_in_schema=False)
-    def index():
+    async def index():
         if not (vendor_dir(static) / "Chessboard.js").is_file():
             return PlainTextResponse(VENDOR_MISSING.format(path=vendor_dir(static)), status_code=503)
         return FileResponse(static / "index.html")
@@ -284,7 +454,7 @@ def create_app(
         return Response(status_code=204)
 
     app.mount("/static", StaticFiles(directory=static, check_dir=False), name="static")
-    return app
+    return Guard(app, allowed_hosts)
 
 
 def _model_dict(m: TrainedModel) -> dict:

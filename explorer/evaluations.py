@@ -6,7 +6,10 @@ Every score the page shows is from White's point of view, in centipawns."""
 
 from __future__ import annotations
 
+import math
+import os
 import queue
+import signal
 import threading
 import time
 import uuid
@@ -120,6 +123,15 @@ class Networks:
     def piece_networks(self) -> list[TrainedModel]:
         return [m for m in self.models() if m.piece_values]
 
+    def note(self) -> str | None:
+        """What to run when no network scores positions yet (None when one does)."""
+        if self.value_networks() or self.piece_networks():
+            return None
+        return (
+            "none trained yet: run `chess-pipeline train` (a value network) or "
+            f"`chess-pipeline train {_piece_value_model()}` (a piece-value network)"
+        )
+
     def evaluator(self, model: TrainedModel):
         from training.evaluator import NetworkEvaluator
 
@@ -149,20 +161,33 @@ class Networks:
 
     def scores(self, board: chess.Board) -> list[dict]:
         """Every value network's score of `board` (White's view, centipawn-like units as
-        training/evaluator.py maps each kind of output), or why it could not score it."""
+        training/evaluator.py maps each kind of output), then every piece-value network's
+        (White's values minus Black's: centipawns, or through its sigmoid the expected result
+        for White), or why it could not score it."""
         out = []
-        for m in self.value_networks():
-            row = {"model": m.name, "dataset": m.dataset, "checkpoint": str(m.checkpoint)}
+        for m in self.value_networks() + self.piece_networks():
+            row = {"model": m.name, "kind": m.kind, "dataset": m.dataset, "checkpoint": str(m.checkpoint)}
             if board.is_game_over():
                 row["error"] = f"the game is over ({board.result()}): networks score positions with moves to play"
             else:
                 try:
-                    stm = float(self.evaluator(m).evaluate([board])[0])
-                    row["score"] = round(stm if board.turn else -stm, 1)
+                    row.update(self._score(m, board))
                 except Exception as e:  # a checkpoint that cannot be read is shown as such, not a 500
                     row["error"] = f"{type(e).__name__}: {e}"
             out.append(row)
         return out
+
+    def _score(self, m: TrainedModel, board: chess.Board) -> dict:
+        if not m.piece_values:
+            stm = float(self.evaluator(m).evaluate([board])[0])
+            return {"score": round(stm if board.turn else -stm, 1)}
+        from training.piece_values import piece_values as network_values
+
+        values = _square_values(board, network_values(board.fen(), self.piece_model(m)))
+        diff = sum(v if board.color_at(chess.parse_square(sq)) else -v for sq, v in values.items())
+        if m.sigmoid_output:
+            return {"score": None, "expected_result": round(1 / (1 + math.exp(-diff)), 3)}
+        return {"score": round(100 * diff, 1)}
 
     def piece_network(self, name: str | None) -> TrainedModel | None:
         """The piece-value network `name` (None or '': the first trained one; None when none is)."""
@@ -198,7 +223,7 @@ def piece_values(board: chess.Board, networks: Networks, model: str | None = Non
             "source": "material",
             "model": None,
             "note": "no piece-value network is trained yet: material values shown "
-            "(train a piece-value network, training/piece_values.py, to see learned values)",
+            f"(run `chess-pipeline train {_piece_value_model()}` to see learned values)",
         }
     else:
         from training.piece_values import piece_values as network_values
@@ -223,6 +248,13 @@ def piece_values(board: chess.Board, networks: Networks, model: str | None = Non
     }
 
 
+def _piece_value_model() -> str:
+    """The piece-value model asset `chess-pipeline train` trains when named (the catalog's first)."""
+    from training.catalog import PIECE_VALUE_MODELS
+
+    return PIECE_VALUE_MODELS[0]
+
+
 def _square_values(board: chess.Board, raw: dict) -> dict[str, float]:
     """training.piece_values' answer ({square name: value}) checked to value every piece."""
     values = {str(k): float(v) for k, v in raw.items()}
@@ -243,12 +275,16 @@ def check_depth(depth) -> int:
 
 
 class LiveSearches:
-    """Stockfish searches the page asks for, one at a time on one engine in a background
-    thread: `start` returns at once with a search id, `get` says how it stands. A search asked
-    for again (same FEN and depth) is the same search. The engine is the project's pool
-    (pipeline/engine.py): replies tied to their request and validated before they are shown."""
+    """Stockfish searches the page asks for, on one engine in a background thread: `start`
+    returns at once with a search id, `get` says how it stands. A search asked for again (same
+    FEN and depth) is the same search; a new one supersedes every earlier search still queued
+    or running (the page wants the position it shows now): those end as "stopped", and the
+    engine searching one is killed at once (the pool is started afresh for the next search).
+    The engine is the project's pool (pipeline/engine.py): replies tied to their request and
+    validated before they are shown."""
 
     KEPT = 256
+    ACTIVE = ("queued", "running")
 
     def __init__(self, stockfish: str | None = None, timeout_s: float = 600.0):
         self._explicit = stockfish
@@ -259,6 +295,11 @@ class LiveSearches:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._pool = None
+        self._running: str | None = None
+        """The search the engine is on (set and cleared by the worker, under the lock)."""
+        self._kills = 0
+        """Engines killed to stop a search; the worker starts a fresh pool when it has grown."""
 
     def engine_path(self) -> str:
         """The Stockfish binary; InputError-like EngineNotFound when there is none."""
@@ -271,9 +312,12 @@ class LiveSearches:
         self.engine_path()  # EngineNotFound now, not later in the thread
         key = (board.fen(), depth)
         with self._lock:
-            if key in self._by_key and self._jobs.get(self._by_key[key], {}).get("status") != "failed":
-                return dict(self._jobs[self._by_key[key]])
+            held = self._jobs.get(self._by_key.get(key, ""))
+            if held is not None and held["status"] not in ("failed", "stopped"):
+                return dict(held)
             job_id = uuid.uuid4().hex
+            for other in list(self._jobs):
+                self._stop_locked(other, f"superseded by a newer search ({board.fen()}, depth {depth})")
             state = {
                 "id": job_id,
                 "fen": board.fen(),
@@ -292,59 +336,97 @@ class LiveSearches:
         self._queue.put(job_id)
         return dict(state)
 
+    def cancel(self, job_id: str) -> dict:
+        """Stop a queued or running search; a finished one is answered as it stands."""
+        with self._lock:
+            if job_id not in self._jobs:
+                raise NotFound(f"no search {job_id[:40]!r}: start one with POST /api/search")
+            self._stop_locked(job_id, "stopped at the page's request")
+            return dict(self._jobs[job_id])
+
+    def _stop_locked(self, job_id: str, why: str) -> None:
+        state = self._jobs[job_id]
+        if state["status"] not in self.ACTIVE:
+            return
+        state.update(status="stopped", error=why, finished=time.time())
+        if self._running == job_id and self._pool is not None:
+            for pid in self._pool.pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            self._kills += 1
+
     def get(self, job_id: str) -> dict:
         with self._lock:
             if job_id not in self._jobs:
                 raise NotFound(f"no search {job_id[:40]!r}: start one with POST /api/search")
             return dict(self._jobs[job_id])
 
-    def _set(self, job_id: str, **fields) -> None:
+    def _finish(self, job_id: str, **fields) -> None:
+        """The worker's outcome of a search, unless it was stopped meanwhile."""
         with self._lock:
-            if job_id in self._jobs:
-                self._jobs[job_id].update(fields)
+            self._running = None
+            state = self._jobs.get(job_id)
+            if state is not None and state["status"] == "running":
+                state.update(fields, finished=time.time())
 
     def _work(self) -> None:
         from pipeline.engine import EnginePool
 
-        pool = None
         try:
             while not self._stop.is_set():
                 try:
                     job_id = self._queue.get(timeout=0.5)
                 except queue.Empty:
                     continue
+                with self._lock:
+                    state = self._jobs.get(job_id)
+                    if state is None or state["status"] != "queued":
+                        continue  # stopped (superseded) before it started
+                    state.update(status="running", started=time.time())
+                    self._running = job_id
+                    kills = self._kills
                 try:
-                    state = self.get(job_id)
-                except NotFound:
-                    continue
-                self._set(job_id, status="running", started=time.time())
-                try:
-                    if pool is None:
-                        pool = EnginePool(
-                            self.engine_path(), workers=1, timeout_s=self._timeout_s, retries=1
+                    if self._pool is None:
+                        # retries=0: a search whose engine was killed to stop it is not searched again
+                        self._pool = EnginePool(
+                            self.engine_path(), workers=1, timeout_s=self._timeout_s, retries=0
                         ).__enter__()
+                    pool = self._pool
+                    if self.get(job_id)["status"] != "running":  # stopped while the engine started
+                        self._finish(job_id)
+                        continue
                     board = chess.Board(state["fen"])
                     job = Job(job_id, board.fen(), board.turn)
                     results = list(pool.run([job], Limit("depth", state["depth"])))
                     r = results[0] if results else None
                     if isinstance(r, Evaluation):
-                        self._set(
-                            job_id, status="done", result=_evaluation_dict(r, pool.name, board), finished=time.time()
-                        )
+                        self._finish(job_id, status="done", result=_evaluation_dict(r, pool.name, board))
                     else:
                         why = r.reason if r is not None else "the engine gave no result"
-                        self._set(job_id, status="failed", error=why, finished=time.time())
+                        self._finish(job_id, status="failed", error=why)
                 except (EngineNotFound, OSError, RuntimeError, ValueError) as e:
-                    self._set(job_id, status="failed", error=str(e), finished=time.time())
-                    if pool is not None:
-                        pool.close()
-                        pool = None
+                    self._finish(job_id, status="failed", error=str(e))
+                    self._close_pool()
+                with self._lock:
+                    restart = self._kills != kills
+                if restart:
+                    self._close_pool()
         finally:
-            if pool is not None:
-                pool.close()
+            self._close_pool()
+
+    def _close_pool(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
 
     def close(self) -> None:
         self._stop.set()
+        with self._lock:
+            for job_id in list(self._jobs):
+                self._stop_locked(job_id, "the server stopped")
         if self._thread is not None:
             self._thread.join(timeout=5)
 

@@ -22,8 +22,14 @@ class NotFound(LookupError):
     """What was asked for (a game, a search) is not there; the server answers it with a 404."""
 
 
+def is_placement(text: str | None) -> bool:
+    """Whether `text` is a bare piece placement (a FEN's first field alone)."""
+    return text is not None and len(text.split()) == 1
+
+
 def parse_fen(text: str | None) -> chess.Board:
-    """A board from a FEN (the piece placement alone is taken as White to move, no castling),
+    """A board from a FEN (the piece placement alone is taken as White to move, no castling;
+    /api/position matches it on the placement alone: `placement_keys`),
     refused with the reason when it is not a FEN or not a legal position."""
     if text is None or not text.strip():
         raise InputError("fen is missing: send a FEN, e.g. rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1")
@@ -118,6 +124,40 @@ class PositionKey:
 
     def params(self) -> dict:
         return {"key": self.key, "planes": self.planes, "side": self.side, "castling": self.castling, "ep": self.ep}
+
+
+def placement_keys(board: chess.Board) -> list[int]:
+    """The polyglot key of every position with `board`'s pieces on their squares: either side
+    to move, every castling right the placement allows, every en-passant square a pawn could
+    take on (the store keys only those). A bare placement matches the stored rows whose key is
+    one of these and whose planes are the placement's."""
+    keys = set()
+    for turn in (chess.WHITE, chess.BLACK):
+        b = board.copy(stack=False)
+        b.turn = turn
+        b.castling_rights = chess.BB_CORNERS
+        allowed = b.clean_castling_rights()
+        rights = [r for r in range(16) if _bits_to_mask(r) & ~allowed == 0]
+        eps: list[int | None] = [None]
+        rank, ahead, behind = (4, 5, 6) if turn == chess.WHITE else (3, 2, 1)
+        for f in range(8):  # the opponent's pawn just moved two squares, past ep
+            pawn = chess.square(f, rank)
+            if b.piece_at(pawn) == chess.Piece(chess.PAWN, not turn) and not b.piece_at(chess.square(f, ahead)):
+                if not b.piece_at(chess.square(f, behind)):
+                    eps.append(chess.square(f, ahead))
+        for r in rights:
+            b.castling_rights = _bits_to_mask(r)
+            for ep in eps:
+                b.ep_square = ep
+                keys.add(chess.polyglot.zobrist_hash(b))
+        b.ep_square = None
+    return sorted(keys)
+
+
+def _bits_to_mask(bits: int) -> int:
+    """Castling bits (K=1 Q=2 k=4 q=8) as python-chess's mask of rook squares."""
+    squares = (chess.H1, chess.A1, chess.H8, chess.A8)
+    return sum(chess.BB_SQUARES[sq] for i, sq in enumerate(squares) if bits >> i & 1)
 
 
 def position_key(board: chess.Board) -> PositionKey:

@@ -13,7 +13,7 @@ import chess
 import chess.pgn
 import duckdb
 
-from explorer.position import InputError, NotFound, PositionKey, position_key
+from explorer.position import InputError, NotFound, PositionKey, placement_keys, position_key
 from pipeline.duck import load_sql
 
 GAMES_LISTED = 20
@@ -66,19 +66,40 @@ def _score(white: int, draws: int, black: int, white_to_move: bool) -> float | N
     return round(100.0 * (won + 0.5 * draws) / n, 1)
 
 
-def explore(con: duckdb.DuckDBPyConnection, board: chess.Board, games_listed: int = GAMES_LISTED) -> dict:
+INGEST_HINT = "the store holds no games yet: run `chess-pipeline ingest PATH` (a .pgn, .pgn.bz2, .pgn.zst or a folder)"
+
+
+def store_summary(con: duckdb.DuckDBPyConnection) -> dict:
+    """How many games the store holds, with what to run when it holds none."""
+    n = con.execute("SELECT count(*) FROM games").fetchone()[0]
+    return {"games": n, "note": None if n else INGEST_HINT}
+
+
+def explore(
+    con: duckdb.DuckDBPyConnection, board: chess.Board, games_listed: int = GAMES_LISTED, placement_only: bool = False
+) -> dict:
     """Everything the store's games say about `board`: how many games reached it, results by
     rating band, the moves played from it (counts, results, score for the mover) and the
-    strongest games that reached it (links to their PGN). One scan of positions."""
+    strongest games that reached it (links to their PGN). One scan of positions.
+    placement_only: every position with `board`'s pieces on their squares (either side to
+    move, any castling or en-passant right); a move's SAN is then as if `board`'s side moved."""
     pk = position_key(board)
-    row = _rows(con, "explorer_position", {**pk.params(), **BANDS.params(), "limit": games_listed})[0]
+    keys = placement_keys(board) if placement_only else [pk.key]
+    params = {**pk.params(), "keys": keys, "placement_only": placement_only}
+    del params["key"]
+    row = _rows(con, "explorer_position", {**params, **BANDS.params(), "limit": games_listed})[0]
     bands = row["bands"] or []
     empty = {"games": 0, "white_wins": 0, "draws": 0, "black_wins": 0}
     total = bands[0] if bands and bands[0]["band"] is None else empty
     moves = []
     for m in row["moves"] or []:
         move = chess.Move.from_uci(m["move_uci"])
-        san = board.san(move) if board.is_legal(move) else m["move_uci"]
+        mover = board.color_at(move.from_square)  # the side to move, or with a bare placement either
+        played = board.copy(stack=False)
+        if placement_only and mover is not None:  # any castling right the placement allows
+            played.turn, played.castling_rights, played.ep_square = mover, chess.BB_CORNERS, None
+            played.castling_rights = played.clean_castling_rights()
+        san = played.san(move) if played.is_legal(move) else m["move_uci"]
         results = {k: m[k] for k in ("white_wins", "draws", "black_wins")}
         moves.append(
             {
@@ -86,7 +107,7 @@ def explore(con: duckdb.DuckDBPyConnection, board: chess.Board, games_listed: in
                 "san": san,
                 "games": m["games"],
                 **results,
-                "score": _score(*results.values(), board.turn),
+                "score": _score(*results.values(), board.turn if mover is None else mover),
                 "average_elo": m["average_elo"],
             }
         )
@@ -102,6 +123,7 @@ def explore(con: duckdb.DuckDBPyConnection, board: chess.Board, games_listed: in
     ]
     return {
         "fen": board.fen(),
+        "match": "placement" if placement_only else "position",
         "position_key": f"{pk.key:016x}",
         "games": total["games"],
         "results": {k: total[k] for k in ("white_wins", "draws", "black_wins")},

@@ -1,5 +1,8 @@
 // The explorer page: a cm-chessboard board (npm, copied here by `make install`) over the
 // JSON API of explorer/app.py. Every number on the page comes from the API.
+// Text from the API (players, dates, events, model and engine names, moves) is data: it goes
+// into the page through textContent and DOM nodes only, never innerHTML (the server's
+// Content-Security-Policy also forbids inline script and style).
 import {Chessboard, COLOR, INPUT_EVENT_TYPE, BORDER_TYPE, FEN} from "/static/vendor/cm-chessboard/Chessboard.js"
 
 const START = FEN.start
@@ -8,6 +11,24 @@ const GLYPH = {wk: "♔", wq: "♕", wr: "♖", wb: "♗", wn: "♘", wp: "♙",
 const SERIES_COLOURS = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
 
 const $ = (sel) => document.querySelector(sel)
+const SVG_NS = "http://www.w3.org/2000/svg"
+
+// An element with properties (className, textContent, dataset entries as data: {...}) and
+// children (nodes, or strings as text nodes).
+function el(tag, props = {}, ...children) {
+    const e = document.createElement(tag)
+    const {data, ...rest} = props
+    Object.assign(e, rest)
+    if (data) Object.assign(e.dataset, data)
+    e.append(...children.map(c => c ?? ""))
+    return e
+}
+function svgEl(tag, attrs = {}, text = null) {
+    const e = document.createElementNS(SVG_NS, tag)
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v))
+    if (text !== null) e.textContent = text
+    return e
+}
 const state = {
     mode: "play",
     tool: "move",
@@ -16,6 +37,8 @@ const state = {
     legal: [],
     valid: true,
     game: null,  // {game_id, series} of a stored game loaded from the explorer
+    placement: false,  // the line's first position was given as a bare placement: match it alone
+    search: null,  // the url of the live search running for the page
 }
 let seq = 0  // the newest refresh; older answers are dropped
 
@@ -48,7 +71,8 @@ async function show(fen, {animate = false} = {}) {
     refresh(fen)
 }
 
-function setLine(fen) {  // a new line starting at fen
+function setLine(fen, {placement = false} = {}) {  // a new line starting at fen
+    state.placement = placement
     state.history = [{fen, san: null, uci: null}]
     state.cur = 0
     state.game = null
@@ -82,7 +106,7 @@ async function play(uci) {
 
 function renderMoves() {
     const ol = $("#moves")
-    ol.innerHTML = ""
+    ol.replaceChildren()
     const first = state.history[0].fen.split(" ")
     let number = parseInt(first[5] || "1"), white = first[1] !== "b"
     let li = null
@@ -109,11 +133,18 @@ function renderMoves() {
 
 // Everything about the position -------------------------------------------------------------
 
+function stopSearch() {  // the position changed: its live search is of no use any more
+    if (state.search) fetch(state.search, {method: "DELETE"}).catch(() => {})
+    state.search = null
+}
+
 function refresh(fen) {
     const mine = ++seq
     const fresh = (f) => (x) => { if (mine === seq) f(x) }
     const fail = (where) => (e) => { if (mine === seq) where.textContent = e.message }
-    api("/api/position", {fen}).then(fresh(renderExplorer)).catch(fail($("#status")))
+    stopSearch()
+    const asked = state.placement && state.cur === 0 ? fen.split(" ")[0] : fen
+    api("/api/position", {fen: asked}).then(fresh(renderExplorer)).catch(fail($("#status")))
     api("/api/piece_values", {fen, model: $("#pv-model").value || undefined}).then(fresh(renderPieceValues)).catch(fail($("#pv-note")))
     api("/api/evaluations", {fen}).then(fresh(renderEvaluations)).catch(fail($("#search-status")))
 }
@@ -135,37 +166,36 @@ function wdlBar(w, d, b, cls = "wdl") {
 
 function renderExplorer(p) {
     state.legal = p.legal_moves
-    $("#status").textContent = p.status === "playing" ? `${p.fen.split(" ")[1] === "w" ? "White" : "Black"} to move` : p.status
+    const mover = p.match === "placement" ? "these pieces on these squares, either side to move" : `${p.fen.split(" ")[1] === "w" ? "White" : "Black"} to move`
+    $("#status").textContent = p.status === "playing" ? mover : p.status
     $("#games-count").textContent = p.games
     $("#games-count").dataset.games = p.games
     $("#games-count").dataset.fen = p.fen
     const rb = $("#result-bar")
     rb.replaceWith(Object.assign(wdlBar(p.results.white_wins, p.results.draws, p.results.black_wins, "result-bar"), {id: "result-bar"}))
     const tbody = $("#explorer-moves tbody")
-    tbody.innerHTML = ""
+    tbody.replaceChildren()
     for (const m of p.moves) {
-        const tr = document.createElement("tr")
-        tr.dataset.uci = m.uci
-        tr.innerHTML = `<td>${m.san}</td><td>${m.games}</td><td></td><td>${m.score ?? ""}%</td><td>${m.average_elo ?? ""}</td>`
-        tr.children[2].appendChild(wdlBar(m.white_wins, m.draws, m.black_wins))
+        const tr = el("tr", {data: {uci: m.uci}},
+            el("td", {textContent: m.san}), el("td", {textContent: m.games}),
+            el("td", {}, wdlBar(m.white_wins, m.draws, m.black_wins)),
+            el("td", {textContent: `${m.score ?? ""}%`}), el("td", {textContent: m.average_elo ?? ""}))
         tr.onclick = () => play(m.uci)
         tbody.appendChild(tr)
     }
-    if (!p.moves.length) tbody.innerHTML = `<tr><td colspan="5" class="muted">no stored game played on from here</td></tr>`
+    if (!p.moves.length) tbody.appendChild(el("tr", {}, el("td", {colSpan: 5, className: "muted", textContent: "no stored game played on from here"})))
     const bands = $("#bands tbody")
-    bands.innerHTML = ""
+    bands.replaceChildren()
     for (const b of p.rating_bands) {
-        const tr = document.createElement("tr")
-        tr.innerHTML = `<td>${b.band}</td><td>${b.games}</td><td></td>`
-        tr.children[2].appendChild(wdlBar(b.white_wins, b.draws, b.black_wins))
-        bands.appendChild(tr)
+        bands.appendChild(el("tr", {}, el("td", {textContent: b.band}), el("td", {textContent: b.games}),
+            el("td", {}, wdlBar(b.white_wins, b.draws, b.black_wins))))
     }
     const ul = $("#top-games")
-    ul.innerHTML = ""
+    ul.replaceChildren()
     for (const g of p.top_games) {
-        const li = document.createElement("li")
         const elo = (x) => x ? ` (${x})` : ""
-        li.innerHTML = `${g.white}${elo(g.white_elo)} – ${g.black}${elo(g.black_elo)} ${g.result} <span class="muted">${g.date ?? ""}</span> `
+        const li = el("li", {}, `${g.white ?? "?"}${elo(g.white_elo)} – ${g.black ?? "?"}${elo(g.black_elo)} ${g.result ?? ""} `,
+            el("span", {className: "muted", textContent: g.date ?? ""}), " ")
         const open = Object.assign(document.createElement("a"), {href: "#", textContent: "open"})
         open.onclick = (e) => { e.preventDefault(); loadGame(g.game_id, g.ply) }
         const pgn = Object.assign(document.createElement("a"), {href: g.pgn_url, textContent: "PGN", target: "_blank"})
@@ -181,13 +211,13 @@ function renderPieceValues(pv) {
     const names = pv.models.length ? pv.models : []
     const options = names.length ? names : ["(material values)"]
     if ([...sel.options].map(o => o.value || o.textContent).join() !== options.join()) {
-        sel.innerHTML = ""
+        sel.replaceChildren()
         for (const n of options) sel.appendChild(Object.assign(document.createElement("option"), {value: names.length ? n : "", textContent: n}))
         if (names.includes(wanted)) sel.value = wanted
     }
     // labels on the board
     const layer = $("#labels")
-    layer.innerHTML = ""
+    layer.replaceChildren()
     const flipped = board.getOrientation() === COLOR.black
     for (const p of pv.pieces) {
         const file = p.square.charCodeAt(0) - 97, rank = parseInt(p.square[1]) - 1
@@ -196,7 +226,7 @@ function renderPieceValues(pv) {
         div.dataset.square = p.square
         div.style.left = (flipped ? 7 - file : file) * 12.5 + "%"
         div.style.top = (flipped ? rank : 7 - rank) * 12.5 + "%"
-        if (p.piece.toLowerCase() !== "k" || pv.source !== "material") div.innerHTML = `<span>${fmt(p.value)}</span>`
+        if (p.piece.toLowerCase() !== "k" || pv.source !== "material") div.appendChild(el("span", {textContent: fmt(p.value)}))
         layer.appendChild(div)
     }
     layer.dataset.fen = pv.fen
@@ -204,13 +234,13 @@ function renderPieceValues(pv) {
     const max = Math.max(1, ...pv.pieces.map(p => Math.abs(p.value)))
     for (const side of ["white", "black"]) {
         const box = $(`#bars-${side}`)
-        box.innerHTML = ""
+        box.replaceChildren()
         const pieces = pv.pieces.filter(p => p.color === side).sort((a, b) => b.value - a.value || a.square.localeCompare(b.square))
         for (const p of pieces) {
             const row = document.createElement("div")
             row.className = "bar-row"
             row.dataset.square = p.square
-            row.innerHTML = `<span>${GLYPH[(p.color === "white" ? "w" : "b") + p.piece.toLowerCase()]} ${p.square}</span>`
+            row.appendChild(el("span", {textContent: `${GLYPH[(p.color === "white" ? "w" : "b") + p.piece.toLowerCase()] ?? p.piece} ${p.square}`}))
             const bar = document.createElement("div")
             bar.className = "bar" + (p.value < 0 ? " negative" : "")
             bar.dataset.value = p.value
@@ -235,22 +265,24 @@ function labelText(l) {
 
 function renderEvaluations(ev) {
     const tbody = $("#evals tbody")
-    tbody.innerHTML = ""
+    tbody.replaceChildren()
     const row = (name, value, detail = "") => {
-        const tr = document.createElement("tr")
-        tr.innerHTML = `<td>${name}</td><td class="value">${value}</td><td class="muted small">${detail}</td>`
+        const tr = el("tr", {}, el("td", {textContent: name}), el("td", {className: "value", textContent: value}),
+            el("td", {className: "muted small", textContent: detail}))
         tbody.appendChild(tr)
         return tr
     }
     for (const l of ev.stockfish.stored) row("Stockfish (stored)", labelText(l), `${l.engine}, ${l.setting}, depth ${l.depth}, best ${l.best_move ?? "-"}`)
     if (!ev.stockfish.stored.length) row("Stockfish (stored)", "–", "not labelled in the store: search below")
     row("traditional", ev.traditional === null ? "–" : pawns(ev.traditional), "material + piece-square tables")
-    for (const n of ev.networks) row(n.model, n.error ? "–" : pawns(n.score), n.error ?? n.dataset)
-    if (!ev.networks.length) row("value networks", "–", "none trained yet (chess-pipeline train)")
-    const live = document.createElement("tr")
-    live.id = "live-row"
-    live.innerHTML = `<td>Stockfish (live)</td><td class="value" id="live-score">–</td><td class="muted small" id="live-detail"></td>`
-    tbody.appendChild(live)
+    for (const n of ev.networks) {
+        const value = n.error ? "–" : n.expected_result !== undefined ? `${n.expected_result}` : pawns(n.score)
+        const detail = n.error ?? (n.kind === "piece_values" ? `${n.dataset}: White's piece values - Black's` + (n.expected_result !== undefined ? " (expected result for White)" : "") : n.dataset)
+        row(n.model, value, detail).dataset.model = n.model
+    }
+    if (!ev.networks.length) row("networks", "–", ev.networks_note ?? "")
+    tbody.appendChild(el("tr", {id: "live-row"}, el("td", {textContent: "Stockfish (live)"}),
+        el("td", {className: "value", id: "live-score", textContent: "–"}), el("td", {className: "muted small", id: "live-detail"})))
     $("#search-status").textContent = ""
 }
 
@@ -260,18 +292,20 @@ async function startSearch() {
     $("#search-status").textContent = "starting…"
     try {
         let s = await api("/api/search", {}, {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify({fen, depth})})
+        state.search = s.url
         while (s.status === "queued" || s.status === "running") {
             $("#search-status").textContent = `${s.status} (depth ${s.depth})…`
             await new Promise(r => setTimeout(r, 300))
             s = await api(s.url)
         }
         if (currentFen() !== fen) return
+        if (state.search === s.url) state.search = null
         if (s.status === "done") {
             $("#live-score").textContent = labelText(s.result)
             $("#live-detail").textContent = `${s.result.engine}, depth ${s.result.depth}, ${s.result.nodes} nodes, ${s.result.time_ms} ms: ${s.result.pv_san}`
             $("#search-status").textContent = "done"
         } else {
-            $("#search-status").textContent = "failed: " + s.error
+            $("#search-status").textContent = `${s.status}: ${s.error}`
         }
     } catch (e) {
         $("#search-status").textContent = e.message
@@ -303,11 +337,14 @@ function drawChart(ev) {
     const n = ev.plies
     const x = (i) => pad + (W - 2 * pad) * (n ? i / n : 0)
     const y = (v) => H / 2 - (H / 2 - 10) * Math.max(-clip, Math.min(clip, v)) / clip
-    let svg = `<svg viewBox="0 0 ${W} ${H}" preserveAspectRatio="none" xmlns="http://www.w3.org/2000/svg">`
-    svg += `<line x1="${pad}" x2="${W - pad}" y1="${H / 2}" y2="${H / 2}" stroke="#999"/>`
-    for (const v of [-500, 500]) svg += `<line x1="${pad}" x2="${W - pad}" y1="${y(v)}" y2="${y(v)}" stroke="#eee"/><text x="2" y="${y(v) + 4}" font-size="10">${v > 0 ? "+" : ""}${v / 100}</text>`
+    const svg = svgEl("svg", {viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none"})
+    svg.appendChild(svgEl("line", {x1: pad, x2: W - pad, y1: H / 2, y2: H / 2, stroke: "#999"}))
+    for (const v of [-500, 500]) {
+        svg.appendChild(svgEl("line", {x1: pad, x2: W - pad, y1: y(v), y2: y(v), stroke: "#eee"}))
+        svg.appendChild(svgEl("text", {x: 2, y: y(v) + 4, "font-size": 10}, `${v > 0 ? "+" : ""}${v / 100}`))
+    }
     const legend = $("#game-legend")
-    legend.innerHTML = ""
+    legend.replaceChildren()
     let k = 0
     for (const [name, values] of Object.entries(ev.series)) {
         const colour = SERIES_COLOURS[k++ % SERIES_COLOURS.length]
@@ -319,13 +356,15 @@ function drawChart(ev) {
             pts.push(`${x(i).toFixed(1)},${y(v).toFixed(1)}`)
         })
         if (pts.length) d += "M" + pts.join("L")
-        if (d) svg += `<path d="${d}" fill="none" stroke="${colour}" stroke-width="1.6" data-series="${name}"/>`
-        legend.insertAdjacentHTML("beforeend", `<span><span class="swatch" style="background:${colour}"></span>${name}${have ? "" : " (no values)"}</span>`)
+        if (d) svg.appendChild(svgEl("path", {d, fill: "none", stroke: colour, "stroke-width": 1.6, "data-series": name}))
+        const swatch = el("span", {className: "swatch"})
+        swatch.style.background = colour
+        legend.appendChild(el("span", {}, swatch, name + (have ? "" : " (no values)")))
     }
-    svg += `<line id="ply-marker" x1="0" x2="0" y1="0" y2="${H}" stroke="#000" stroke-dasharray="3,3"/></svg>`
+    svg.appendChild(svgEl("line", {id: "ply-marker", x1: 0, x2: 0, y1: 0, y2: H, stroke: "#000", "stroke-dasharray": "3,3"}))
     const box = $("#game-chart")
-    box.innerHTML = svg
-    box.querySelector("svg").onclick = (e) => {
+    box.replaceChildren(svg)
+    svg.onclick = (e) => {
         const r = e.currentTarget.getBoundingClientRect()
         const i = Math.round(((e.clientX - r.left) / r.width * W - pad) / (W - 2 * pad) * n)
         go(Math.max(0, Math.min(n, i)))
@@ -364,8 +403,40 @@ async function setupChanged() {
         state.valid = false
         $("#setup-status").textContent = e.message
         $("#fen").value = `${placement} ${$("#turn").value} ${castlingText()} - 0 1`
+        clearPosition()
     }
 }
+
+// No legal position on the board (cleared, or an illegal set-up): nothing of the last one
+// stays on screen: piece labels, bars, totals, evaluations, explorer, move list, side to move.
+function clearPosition() {
+    ++seq  // answers still on their way are for the old position
+    stopSearch()
+    state.history = [{fen: $("#fen").value, san: null, uci: null}]
+    state.cur = 0
+    state.legal = []
+    renderMoves()
+    $("#labels").replaceChildren()
+    delete $("#labels").dataset.fen
+    for (const side of ["white", "black"]) {
+        $(`#bars-${side}`).replaceChildren()
+        $(`#total-${side}`).textContent = ""
+        delete $(`#total-${side}`).dataset.total
+    }
+    delete $(".bars-pair").dataset.fen
+    $("#pv-note").textContent = ""
+    $("#evals tbody").replaceChildren()
+    $("#search-status").textContent = ""
+    $("#status").textContent = ""
+    $("#games-count").textContent = "-"
+    delete $("#games-count").dataset.games
+    delete $("#games-count").dataset.fen
+    $("#result-bar").replaceChildren()
+    $("#explorer-moves tbody").replaceChildren()
+    $("#bands tbody").replaceChildren()
+    $("#top-games").replaceChildren()
+}
+
 
 function setMode(mode) {
     state.mode = mode
@@ -453,7 +524,7 @@ $("#fen-form").onsubmit = async (e) => {
     try {
         const p = await api("/api/fen", {fen})
         state.valid = true
-        setLine(p.fen)
+        setLine(p.fen, {placement: fen.split(/\s+/).length === 1})
     } catch (err) {
         $("#fen-error").textContent = err.message
     }
@@ -462,4 +533,5 @@ $("#copy-fen").onclick = () => navigator.clipboard && navigator.clipboard.writeT
 $("#pv-model").onchange = () => refresh(currentFen())
 $("#search").onclick = startSearch
 
+api("/api/store").then(s => { $("#store-note").textContent = s.note ?? `${s.games} games in the store` }).catch(e => { $("#store-note").textContent = e.message })
 setLine(START)

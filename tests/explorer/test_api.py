@@ -31,7 +31,7 @@ def sql(store, text, params=None):
 
 @pytest.fixture(scope="module")
 def client(explorer_store):
-    with TestClient(create_app(explorer_store)) as c:
+    with TestClient(create_app(explorer_store), base_url="http://127.0.0.1") as c:
         yield c
 
 
@@ -290,7 +290,7 @@ def test_stored_labels_and_trained_networks_score_the_position(labelled):
     for uci in row["moves_uci"].split()[:9]:
         board.push_uci(uci)
     assert not board.turn  # Black to move: the White's-view sign matters
-    with TestClient(create_app(store, lambda: [model])) as c:
+    with TestClient(create_app(store, lambda: [model]), base_url="http://127.0.0.1") as c:
         assert [m["name"] for m in c.get("/api/models").json()["value_networks"]] == ["lubeck_wdl_mlp"]
         ev = c.get("/api/evaluations", params={"fen": board.fen()}).json()
         [label] = ev["stockfish"]["stored"]
@@ -350,7 +350,7 @@ def test_piece_values_come_from_a_trained_piece_value_network(labelled, piece_ne
     store, value_net = labelled
     pieces = piece_net
     fen = "r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3"
-    with TestClient(create_app(store, lambda: [value_net, pieces])) as c:
+    with TestClient(create_app(store, lambda: [value_net, pieces]), base_url="http://127.0.0.1") as c:
         assert [m["name"] for m in c.get("/api/models").json()["piece_value_networks"]] == ["piece_value_net"]
         r = c.get("/api/piece_values", params={"fen": fen}).json()  # the trained one is the default
         assert r["source"] == "network" and r["model"] == "piece_value_net" and "pawns" in r["note"]
@@ -361,6 +361,13 @@ def test_piece_values_come_from_a_trained_piece_value_network(labelled, piece_ne
         white = sum(v for k, v in expected.items() if chess.Board(fen).color_at(chess.parse_square(k)))
         assert r["totals"]["white"] == pytest.approx(white, abs=0.2)
         assert c.get("/api/piece_values", params={"fen": fen, "model": "piece_value_net"}).json() == r
+        # The piece-value network scores the position too: White's values minus Black's, in
+        # centipawns, beside the value network (no "none trained" note once one is).
+        ev = c.get("/api/evaluations", params={"fen": fen}).json()
+        assert ev["networks_note"] is None
+        row = next(n for n in ev["networks"] if n["model"] == "piece_value_net")
+        diff = sum(v if chess.Board(fen).color_at(chess.parse_square(k)) else -v for k, v in expected.items())
+        assert row["kind"] == "piece_values" and row["score"] == pytest.approx(100 * diff, abs=0.6)
         # The value network is not a piece-value network.
         bad = c.get("/api/piece_values", params={"fen": fen, "model": "lubeck_wdl_mlp"})
         assert bad.status_code == 400 and "trained piece-value models: piece_value_net" in bad.json()["error"]
@@ -373,7 +380,7 @@ def test_without_the_board_library_the_page_says_to_run_make_install(explorer_st
 
     static = tmp_path / "static"
     shutil.copytree(STATIC, static, ignore=shutil.ignore_patterns("vendor"))
-    with TestClient(create_app(explorer_store, static=static)) as c:
+    with TestClient(create_app(explorer_store, static=static), base_url="http://127.0.0.1") as c:
         r = c.get("/")
         assert r.status_code == 503 and "run `make install`" in r.text
         assert c.get("/api/fen", params={"fen": START}).status_code == 200  # the API works without it
@@ -381,7 +388,9 @@ def test_without_the_board_library_the_page_says_to_run_make_install(explorer_st
 
 def test_live_search_without_an_engine_or_with_one_that_crashes(explorer_store, tmp_path, stockfish):
     fen = "r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3"
-    with TestClient(create_app(explorer_store, stockfish=str(tmp_path / "no-stockfish"))) as c:
+    with TestClient(
+        create_app(explorer_store, stockfish=str(tmp_path / "no-stockfish")), base_url="http://127.0.0.1"
+    ) as c:
         r = c.post("/api/search", json={"fen": fen, "depth": 5})
         assert r.status_code == 503 and "does not exist" in r.json()["error"]
     # The real engine, killed by its wrapper as soon as it is asked to search.
@@ -396,7 +405,7 @@ def test_live_search_without_an_engine_or_with_one_that_crashes(explorer_store, 
         "    p.stdin.write(line); p.stdin.flush()\n"
     )
     crash.chmod(0o755)
-    with TestClient(create_app(explorer_store, stockfish=str(crash))) as c:
+    with TestClient(create_app(explorer_store, stockfish=str(crash)), base_url="http://127.0.0.1") as c:
         state = c.post("/api/search", json={"fen": fen, "depth": 5}).json()
         deadline = time.monotonic() + 120
         while state["status"] in ("queued", "running") and time.monotonic() < deadline:
@@ -428,3 +437,59 @@ def test_a_replaced_checkpoint_leaves_one_cached_evaluator(labelled, tmp_path):
         assert newer is not first
         first = newer
     assert len(networks._evaluators) == 1
+
+
+def test_a_bare_placement_matches_the_pieces_whoever_is_to_move(client, explorer_store):
+    """The placement alone (a FEN's first field) is every position with those pieces there:
+    the start placement is reached by every game of the store, and after 1.e4 by the games
+    that opened so, as the full FEN (Black to move) finds them."""
+    [n] = sql(explorer_store, "SELECT count(*) AS n FROM games")
+    p = client.get("/api/position", params={"fen": START.split()[0]}).json()
+    assert p["games"] == n["n"] > 2000 and p["match"] == "placement"
+    assert {m["uci"] for m in p["moves"]} >= {"e2e4", "d2d4"}
+    board = chess.Board()
+    board.push_san("e4")
+    full = client.get("/api/position", params={"fen": board.fen()}).json()
+    bare = client.get("/api/position", params={"fen": board.board_fen()}).json()
+    [e4] = sql(explorer_store, "SELECT count(*) AS n FROM games WHERE moves_uci LIKE 'e2e4%'")
+    assert full["match"] == "position" and full["games"] == bare["games"] == e4["n"] > 0
+    # Black's replies keep their SAN and their score is Black's.
+    c5 = next(m for m in bare["moves"] if m["uci"] == "c7c5")
+    assert c5["san"] == "c5"
+    assert c5["score"] == pytest.approx(100 * (c5["black_wins"] + c5["draws"] / 2) / c5["games"], abs=0.05)
+
+
+def test_the_notes_name_the_commands_to_run(client):
+    ev = client.get("/api/evaluations", params={"fen": START}).json()
+    assert ev["networks"] == [] and "`chess-pipeline train`" in ev["networks_note"]
+    pv = client.get("/api/piece_values", params={"fen": START}).json()
+    assert "`chess-pipeline train piece_value_net`" in pv["note"] and ".py" not in pv["note"]
+
+
+def test_a_new_search_supersedes_the_one_running(client, stockfish):
+    """A depth-30 search (minutes) is running when the page asks for another position: the old
+    one is stopped at once and the new one answers within seconds, not after it."""
+    deep = client.post(
+        "/api/search", json={"fen": "r1bq1rk1/pp2bppp/2n1pn2/2pp4/2PP4/2N1PN2/PP2BPPP/R1BQ1RK1 w - - 0 8", "depth": 30}
+    ).json()
+    deadline = time.monotonic() + 30
+    while client.get(deep["url"]).json()["status"] == "queued" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    assert client.get(deep["url"]).json()["status"] == "running"
+    t = time.monotonic()
+    quick = client.post("/api/search", json={"fen": START, "depth": 6}).json()
+    old = client.get(deep["url"]).json()
+    assert old["status"] == "stopped" and "superseded" in old["error"]
+    state = quick
+    while state["status"] in ("queued", "running") and time.monotonic() - t < 60:
+        time.sleep(0.05)
+        state = client.get(quick["url"]).json()
+    assert state["status"] == "done" and state["result"]["depth"] <= 6, state
+    assert time.monotonic() - t < 10
+    # And a search the page cancels (DELETE) stops too; asking for it again starts it afresh.
+    again = client.post("/api/search", json={"fen": deep["fen"], "depth": 30}).json()
+    assert again["id"] != deep["id"]
+    stopped = client.delete(again["url"]).json()
+    assert stopped["status"] == "stopped" and "page's request" in stopped["error"]
+    assert client.get(again["url"]).json()["status"] == "stopped"

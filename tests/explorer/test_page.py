@@ -220,3 +220,41 @@ def test_a_stored_game_opens_with_its_evaluation_chart(page):
     page.wait_for_selector("#game-chart svg path[data-series='traditional']")
     assert page.locator("#game-section").is_visible()
     assert page.locator("#moves li").count() > 5
+
+
+def test_clear_and_an_illegal_set_up_leave_nothing_of_the_old_position(page):
+    """Over an empty board (clear) or an illegal set-up nothing of the last legal position stays:
+    labels, bars, totals, evaluations, the explorer, the move list, the side to move."""
+
+    def nothing_left():
+        page.wait_for_function(
+            """() => !document.querySelector('#labels').children.length
+                    && !document.querySelector('#bars-white').children.length
+                    && !document.querySelector('#bars-black').children.length
+                    && !document.querySelector('#evals tbody').children.length
+                    && !document.querySelector('#explorer-moves tbody').children.length
+                    && !document.querySelector('#top-games').children.length
+                    && !document.querySelector('#moves').children.length
+                    && document.querySelector('#games-count').textContent === '-'
+                    && document.querySelector('#status').textContent === ''
+                    && document.querySelector('#total-white').textContent === ''""",
+            timeout=15_000,
+        )
+
+    set_fen(page, "rnbqkbnr/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/RNBQKBNR w KQkq - 0 2")
+    page.click("#clear")
+    page.wait_for_function("() => document.querySelector('#setup-status').textContent.includes('no white king')")
+    nothing_left()
+    page.wait_for_timeout(500)  # answers for the old position that were on their way stay dropped
+    nothing_left()
+    # An illegal set-up after a legal one: the same.
+    page.check("input[name=mode][value=play]")
+    set_fen(page, START)
+    page.check("input[name=mode][value=setup]")
+    page.click("#palette-pieces button[data-tool='bq']")
+    page.locator("#board rect[data-square='e5']").click()
+    page.wait_for_function("() => document.querySelector('#setup-status').textContent.includes('too many black')")
+    nothing_left()
+    page.click("#palette button[data-tool='move']")
+    page.check("input[name=mode][value=play]")
+    wait_position(page, START)

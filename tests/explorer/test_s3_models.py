@@ -58,7 +58,7 @@ def test_the_networks_of_an_s3_store_are_listed_and_score_positions(bucket, chec
     board = chess.Board("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3")
     board.push_san("Bb5")  # Black to move: the White's-view sign matters
     expected = -float(NetworkEvaluator(checkpoint).evaluate([board])[0])  # the local file, side to move
-    with TestClient(create_app(store, lambda: listed)) as c:
+    with TestClient(create_app(store, lambda: listed), base_url="http://127.0.0.1") as c:
         models = c.get("/api/models").json()
         assert models["value_networks"] == [
             {"name": MODEL, "dataset": "lubeck_wdl", "preset": "lubeck", "checkpoint": str(stored)}
