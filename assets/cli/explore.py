@@ -4,6 +4,8 @@ The page's models follow lineage: each is the checkpoint its model asset's lates
 materialisation recorded in the store's Dagster instance, never the newest file in a folder."""
 
 import argparse
+import errno
+import socket
 import sys
 
 import dagster as dg
@@ -40,7 +42,7 @@ def trained_models(instance: dg.DagsterInstance) -> list:
 def cmd_explore(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from explorer.app import create_app, vendor_dir
+    from explorer.app import SERVER_OPTIONS, create_app, vendor_dir
 
     if not 0 < args.port < 65536:
         raise ValueError(f"--port must be from 1 to 65535, got {args.port}")
@@ -53,8 +55,27 @@ def cmd_explore(args: argparse.Namespace) -> None:
             file=sys.stderr,
         )
     app = create_app(store, lambda: trained_models(instance))
+    sock = bind_loopback(args.port)  # before saying where it serves: a taken port is one line, not a promise
     print(f"chess-pipeline explore: http://127.0.0.1:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    config = uvicorn.Config(app, log_level="warning", **SERVER_OPTIONS)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def bind_loopback(port: int) -> socket.socket:
+    """A listening socket on 127.0.0.1:`port`, or ValueError naming --port when it is taken."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        if e.errno in (errno.EADDRINUSE, errno.EACCES):
+            why = "is in use (another explorer or server?)" if e.errno == errno.EADDRINUSE else "is not allowed"
+            raise ValueError(f"port {port} on 127.0.0.1 {why}: choose another with --port N") from None
+        raise
+    sock.set_inheritable(True)
+    return sock
 
 
 def add_parser(sub) -> None:

@@ -89,3 +89,25 @@ def test_the_explorer_imports_without_dagster(module):
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "", f"{module} imports Dagster: {out.stdout.strip()}"
+
+
+@pytest.mark.slow  # a Python that imports the CLI (Dagster) in a process of its own: 5 to 15 s
+def test_a_taken_port_is_one_line_naming_port_before_any_serving_line(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        out = subprocess.run(
+            [sys.executable, "-m", "assets.cli", "--home", str(tmp_path / "s"), "explore", "--port", str(port)],
+            cwd=ROOT,
+            env={**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster")},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert out.returncode == 1, out.stderr
+    lines = out.stderr.strip().splitlines()
+    said = f"chess-pipeline explore: port {port} on 127.0.0.1 is in use (another explorer or server?)"
+    assert lines[-1] == said + ": choose another with --port N"
+    assert not any("http://127.0.0.1" in line for line in lines), lines  # never said to be serving
+    assert "Traceback" not in out.stderr
