@@ -11,7 +11,9 @@ Stockfish answers only after the previous search has printed everything and befo
 one starts (`ucinewgame` + `isready` -> `readyok` when the hash is cleared; a `go perft 1`
 of a stalemate -> `Nodes searched: 0` when it is kept). The lines between two fences are
 one search's, so a search that ends without `bestmove`, or with a malformed line, is a
-failed try of that position only, never a reply shifted onto the next one; output that
+failed try of that position only, never a reply shifted onto the next one; a line no search
+prints (neither `info` nor `bestmove`) ends its search at once as a malformed reply, rather
+than after the timeout as a hang; output that
 cannot belong to one search (a second `bestmove`) restarts the engine. Each label is then
 validated (`check_label`: best move and PV legal in its FEN, scores in range, depth within
 the limit) before it is returned; one that fails is a failed try too.
@@ -427,6 +429,10 @@ class UciEngine:
         self._lines.extend(complete)
         return True
 
+    def partial_line(self) -> bytes | None:
+        """What the engine printed after its last newline (None when nothing)."""
+        return self._buf if self._buf.strip() else None
+
     def pop_line(self) -> bytes | None:
         return self._lines.popleft() if self._lines else None
 
@@ -538,6 +544,8 @@ class _SearchState:
         "done",
         "next_fence",
         "lost",
+        "malformed",
+        "tail",
     )
 
     def __init__(self, fence: bytes, static_eval: bool = False):
@@ -551,8 +559,13 @@ class _SearchState:
         self.done = False
         self.next_fence: bytes | None = None
         self.lost: str | None = None
+        self.malformed: bytes | None = None
+        self.tail: bytes | None = None
+        """The last line of this search's output (what an engine that exits said last)."""
 
     def feed(self, line: bytes) -> None:
+        if line.strip():
+            self.tail = line
         if not self.started:
             if line.startswith(self.fence):  # type: ignore[arg-type]
                 self.started = True
@@ -581,6 +594,13 @@ class _SearchState:
         elif line.startswith(self.fence):
             self.next_fence = line
             self.done = True
+        elif line.strip():
+            # A search prints `info` lines and then `bestmove`, nothing else: this reply is
+            # malformed, and waiting for a `bestmove` that may never come would cost the whole
+            # timeout. Ended here as a failed try; should the search go on printing, its lines
+            # come before the next fence and restart the engine (`lost`).
+            self.malformed = line
+            self.done = True
 
     def result(self, search: bool) -> dict:
         """The fields of the label, or {"error": ...} (no answer to give), or {"bad": ...}
@@ -590,6 +610,8 @@ class _SearchState:
                 return {"static_white_cp": round(final_evaluation_pawns(self.static) * 100)}
             if self.static_none is not None:
                 return {"error": "in check: Stockfish gives no static evaluation"}
+            if self.malformed is not None:
+                return {"bad": f"malformed reply where `bestmove` was due; its line {_excerpt(self.malformed)}"}
             if search and self.best is None:
                 return {"bad": "the search ended without `bestmove`"}
             if self.best is None and self.last is None:
@@ -602,6 +624,12 @@ class _SearchState:
             return info
         except (ValueError, IndexError) as e:
             return {"bad": str(e) if isinstance(e, MalformedOutput) else f"malformed engine output ({e})"}
+
+
+def _excerpt(line: bytes) -> str:
+    """An engine's line as a message quotes it: decoded, at most 80 characters."""
+    text = line.decode(errors="replace").strip()
+    return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
 def final_evaluation_pawns(line: bytes) -> float:
@@ -754,6 +782,10 @@ class EnginePool:
         self.pipeline = max(1, pipeline)
         self.slots: list[_Slot] = []
         self.restarts = 0
+        """Engines restarted (crashed, hung or out of step) since the pool started."""
+        self.retried = 0
+        """Tries that failed and were tried again (a position that failed every try is not
+        counted here but returned as a Failure) since the pool started."""
         self.name = ""
 
     @classmethod
@@ -821,7 +853,7 @@ class EnginePool:
             for fd in ready:
                 slot = self._by_fd[fd]
                 if not slot.engine.read_available():
-                    yield from self._engine_lost(slot, f"engine crashed ({slot.engine.exit_description()})")
+                    yield from self._engine_lost(slot, self._exit_reason(slot))
                     continue
                 while slot.inflight:
                     line = slot.engine.pop_line()
@@ -875,6 +907,15 @@ class EnginePool:
                 # Every engine has its next job queued: let output pile up for a moment
                 # rather than waking for each info line.
                 time.sleep(min(POLL_S, mean_job_s / SLEEP_DIV))
+
+    def _exit_reason(self, slot: _Slot) -> str:
+        """Why the engine's output ended: `engine crashed (killed by signal 9)` or `engine exited
+        (exit code 0)`; then (after `;`, so that failure_reasons groups by the first part) the
+        last line the search in hand had from it."""
+        how = slot.engine.exit_description()
+        verb = "exited" if how == "exit code 0" else "crashed"
+        tail = slot.engine.partial_line() or (slot.inflight[0].state.tail if slot.inflight else None)
+        return f"engine {verb} ({how})" + (f"; its last line {_excerpt(tail)}" if tail else "; no reply to this search")
 
     def _send(self, slot: _Slot, data: bytes) -> None:
         try:
@@ -946,6 +987,7 @@ class EnginePool:
             yield Failure(job, f"{reason}; {tries} tries", tries)
         else:
             self._attempts[id(job)] = tries
+            self.retried += 1
             slot.queue.appendleft(job)
 
     def _engine_lost(self, slot: _Slot, reason: str) -> Iterator[Failure]:

@@ -39,7 +39,7 @@ import pyarrow as pa
 from pipeline import storage
 from pipeline.duck import load_sql, memory_connection, sql_string_literal
 from pipeline.encoding import fens_from_columns
-from pipeline.engine import CP_BOUND, MATE_BOUND, EnginePool, Evaluation, Failure, Job, Limit
+from pipeline.engine import CP_BOUND, MATE_BOUND, EngineError, EnginePool, Evaluation, Failure, Job, Limit
 from pipeline.progress import eta_seconds
 from pipeline.schemas import FAILURES_SCHEMA, LABELS_SCHEMA
 from pipeline.storage import Lease, ObjectPath
@@ -116,6 +116,15 @@ class LabelProgress:
     shard: str
     budget_left_s: float | None = None
     """Seconds left of the run's time bound (max_seconds); None without one."""
+    retried: int = 0
+    """Tries that failed and were tried again so far (EnginePool.retried, this run's)."""
+    engine_restarts: int = 0
+    """Engines restarted so far (crashed, hung or out of step), this run's."""
+
+    @property
+    def retries_text(self) -> str:
+        """ ", or ", 3 retried (2 engine restarts)": what a summary line adds after its counts."""
+        return retries_text(self.retried, self.engine_restarts)
 
     @property
     def rate(self) -> float:
@@ -126,6 +135,14 @@ class LabelProgress:
         """None until the total is known (it is counted while labelling starts); never
         beyond the end of the run's time bound."""
         return eta_seconds(self.done + self.failed, self.total, self.rate, self.budget_left_s)
+
+
+def retries_text(retried: int, engine_restarts: int) -> str:
+    """ ", 3 retried (2 engine restarts)" for the counts of a run's summary line; "" when both are 0."""
+    if not retried and not engine_restarts:
+        return ""
+    restarts = f" ({engine_restarts:,} engine restart{'' if engine_restarts == 1 else 's'})" if engine_restarts else ""
+    return f", {retried:,} retried{restarts}"
 
 
 def planned_total(pending: int, run: LabelRun, handled: int, seconds: float, budget_left_s: float | None) -> int:
@@ -145,6 +162,9 @@ class LabelStats:
     pending_before: int = 0
     seconds: float = 0.0
     engine_restarts: int = 0
+    retried: int = 0
+    """Tries that failed and were tried again (the positions then labelled or, after every try,
+    recorded as failed)."""
     shards_done: list[int] = field(default_factory=list)
     shards_busy: list[int] = field(default_factory=list)
     parts_written: int = 0
@@ -205,7 +225,11 @@ and a loaded machine can stretch those tenfold without anything being wrong."""
 TIMEOUT_MULTIPLE = 20
 """A search may take this many times the slowest calibration search before it is stopped."""
 CALIBRATION_TIMEOUT_S = 60.0
-"""Timeout of the calibration searches themselves (and the fallback when they fail)."""
+"""Timeout of each calibration search itself, never the run's: a run's timeout is measured from
+the calibration searches that finished (search_timeout)."""
+CALIBRATION_FAILURES_PASSED_OVER = 1
+"""Calibration searches that may fail (a crash, a malformed reply, a hang) and be passed over,
+the timeout measured from the others; one more and the engine is refused."""
 CALIBRATION_FENS = (
     "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1",
     "r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1",
@@ -220,8 +244,10 @@ class SearchTimeout:
     seconds: float
     """The timeout to label with."""
     measured_s: float
-    """The slowest calibration search (0 when none finished)."""
+    """The slowest calibration search that finished."""
     how: str
+    failed: tuple[str, ...] = ()
+    """Why each calibration search that failed (and was passed over) failed."""
 
     def __str__(self) -> str:
         return f"{self.seconds:g}s ({self.how})"
@@ -229,30 +255,42 @@ class SearchTimeout:
 
 def search_timeout(pool: EnginePool, limit: Limit) -> SearchTimeout:
     """A timeout for searches under `limit` on this pool's engines, measured: the limit is run
-    on CALIBRATION_FENS one at a time, and a search may take TIMEOUT_MULTIPLE times the
-    slowest of them, never less than TIMEOUT_FLOOR_S. The pool's own timeout and retries
-    are left as they were."""
+    on CALIBRATION_FENS one at a time (each bounded by CALIBRATION_TIMEOUT_S, no retry), and a
+    search may take TIMEOUT_MULTIPLE times the slowest of them, never less than TIMEOUT_FLOOR_S.
+    A calibration search that fails is passed over (its reason in `how`), so the timeout is still
+    measured from the others; more than CALIBRATION_FAILURES_PASSED_OVER failures raise
+    EngineError: an engine that fails those searches cannot label. The pool's own timeout and
+    retries are left as they were."""
     timeout, retries = pool.timeout_s, pool.retries
     pool.timeout_s, pool.retries = CALIBRATION_TIMEOUT_S, 0
-    slowest = 0.0
+    times: list[float] = []
+    failed: list[str] = []
     try:
         for i, fen in enumerate(CALIBRATION_FENS):
             start = time.monotonic()
             results = list(pool.run([Job(("calibration", i), fen, fen.split()[1] == "w")], limit))
-            if not results or not all(isinstance(r, Evaluation) for r in results):
-                reason = results[0].reason if results else "no result"
-                return SearchTimeout(
-                    CALIBRATION_TIMEOUT_S, slowest, f"calibration search failed ({reason}): the calibration timeout"
-                )
-            slowest = max(slowest, time.monotonic() - start)
+            if results and all(isinstance(r, Evaluation) for r in results):
+                times.append(time.monotonic() - start)
+                continue
+            failed.append(re.sub(r"; \d+ tries$", "", results[0].reason) if results else "no result")
+            if len(failed) > CALIBRATION_FAILURES_PASSED_OVER:
+                break
     finally:
         pool.timeout_s, pool.retries = timeout, retries
+    if len(failed) > CALIBRATION_FAILURES_PASSED_OVER or not times:
+        raise EngineError(
+            f"{pool.name or pool.path} failed {len(failed)} of {len(failed) + len(times)} calibration searches "
+            f"({limit}): {' | '.join(failed)}; check the engine (the stockfish path), or give a search timeout "
+            "(`label --timeout SECONDS`, the stockfish resource's timeout_s) to label without calibrating"
+        )
+    slowest = max(times)
     seconds = max(TIMEOUT_FLOOR_S, round(TIMEOUT_MULTIPLE * slowest, 1))
     how = (
-        f"{TIMEOUT_MULTIPLE} x the slowest of {len(CALIBRATION_FENS)} calibration searches, "
-        f"{slowest * 1000:,.0f} ms" + (f"; floor {TIMEOUT_FLOOR_S:g}s" if seconds == TIMEOUT_FLOOR_S else "")
+        f"{TIMEOUT_MULTIPLE} x the slowest of {len(times)} calibration searches, {slowest * 1000:,.0f} ms"
+        + (f"; floor {TIMEOUT_FLOOR_S:g}s" if seconds == TIMEOUT_FLOOR_S else "")
+        + "".join(f"; a calibration search failed, passed over: {why}" for why in failed)
     )
-    return SearchTimeout(seconds, slowest, how)
+    return SearchTimeout(seconds, slowest, how, tuple(failed))
 
 
 def labels_dir(store: Store, setting: Setting) -> Path:
@@ -496,7 +534,7 @@ def label_store(
     start = time.monotonic()
     deadline = start + run.max_seconds if run.max_seconds > 0 else None
     handed = 0
-    restarts_before = pool.restarts
+    restarts_before, retried_before = pool.restarts, pool.retried
     last_report = last_flush = start
 
     def budget(jobs: Iterator[Job]) -> Iterator[Job]:
@@ -519,7 +557,16 @@ def label_store(
         total = planned_total(stats.pending_before, run, handled, now - start, left)
         if shard_name == "done" and stats.stopped_by == "max_seconds":
             total = handled  # what the time bound let this run do
-        return LabelProgress(stats.labelled, stats.failed, total, now - start, shard_name, left)
+        return LabelProgress(
+            stats.labelled,
+            stats.failed,
+            total,
+            now - start,
+            shard_name,
+            left,
+            retried=pool.retried - retried_before,
+            engine_restarts=pool.restarts - restarts_before,
+        )
 
     def consume(results, shard_name: str) -> None:
         nonlocal last_report, last_flush
@@ -605,6 +652,7 @@ def label_store(
                     cursor.close()
     stats.seconds = time.monotonic() - start
     stats.engine_restarts = pool.restarts - restarts_before
+    stats.retried = pool.retried - retried_before
     stats.parts_written = writer.parts
     if progress:
         progress(report(start + stats.seconds, "done"))

@@ -52,3 +52,86 @@ def faulty_stockfish(
     )
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return str(path)
+
+
+SEARCH_FAULT = '''#!{python}
+"""Stockfish, each search of a position in {fens!r} answered with a fault ({mode}) the first
+{times} time(s) (counted over every process of this wrapper, in the marker file):
+nobestmove: its `info` lines, then a junk line where `bestmove` was due (the engine lives on);
+exit: its `info` lines, then the wrapper exits (code 0) without `bestmove`;
+crash: its `info` lines, then the engine and the wrapper die (SIGKILL);
+hang: its `info` lines, then nothing more, whatever it is sent."""
+import os, signal, subprocess, sys, threading, time
+from collections import deque
+sf = subprocess.Popen([{stockfish!r}], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+searched = deque()  # the FEN of each `go` sent, in order: Stockfish answers them in that order
+lock = threading.Lock()
+
+def forward():
+    fen = None
+    for line in sys.stdin.buffer:
+        if line.startswith(b"position fen "):
+            fen = line[len(b"position fen "):].decode().strip()
+        elif line.startswith(b"go "):
+            with lock:
+                searched.append(fen)
+        try:
+            sf.stdin.write(line)
+        except OSError:
+            return
+    sf.stdin.close()
+
+threading.Thread(target=forward, daemon=True).start()
+
+def faults():
+    try:
+        with open({marker!r}) as m:
+            return len(m.read().splitlines())
+    except FileNotFoundError:
+        return 0
+
+out = sys.stdout.buffer
+for line in sf.stdout:
+    if line.startswith(b"bestmove"):
+        with lock:
+            fen = searched.popleft() if searched else None
+        if fen in {fens!r} and faults() < {times}:
+            with open({marker!r}, "a") as m:
+                m.write("{mode}\\n")
+            if {mode!r} == "nobestmove":
+                line = b"junk instead of bestmove\\n"
+            elif {mode!r} == "exit":
+                sf.kill()
+                os._exit(0)  # (not sys.exit: the stdin thread holds its buffer's lock)
+            elif {mode!r} == "hang":
+                sf.kill()
+                time.sleep(3600)
+            else:
+                sf.kill()
+                os.kill(os.getpid(), signal.SIGKILL)
+    out.write(line)
+    out.flush()
+'''
+
+
+def search_fault_stockfish(
+    folder: Path,
+    stockfish: str,
+    fens: str | tuple[str, ...],
+    mode: Literal["nobestmove", "exit", "crash", "hang"],
+    times: int = 1,
+) -> str:
+    """An executable wrapper around the real engine whose searches of `fens` (each FEN exactly as
+    `position fen` sends it) end in the fault `mode`, the first `times` times, counted over every
+    process of the wrapper (a restarted engine too); its path. Each fault adds a line to the file
+    at the path + '.faults'."""
+    fens = (fens,) if isinstance(fens, str) else tuple(fens)
+    path = folder / f"stockfish-{mode}-{times}"
+    marker = f"{path}.faults"
+    path.write_text(
+        SEARCH_FAULT.format(
+            python=sys.executable, stockfish=stockfish, fens=fens, mode=mode, times=times, marker=marker
+        )
+    )
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
