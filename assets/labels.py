@@ -30,6 +30,7 @@ from pipeline.labels import (
     coverage,
     integrity,
     label_store,
+    retries_text,
     search_timeout,
 )
 from pipeline.plots import histogram_png
@@ -136,7 +137,7 @@ def labels(context: dg.AssetExecutionContext, config: LabelsConfig, store: Store
             p.done,
             p.failed,
             p.total,
-            detail=f" ({p.done:,} labelled, {p.failed:,} failed)",
+            detail=f" ({p.done:,} labelled, {p.failed:,} failed{p.retries_text})",
             suffix=f" (shard {p.shard})",
             budget_left_s=p.budget_left_s,
             final=p.shard == "done",
@@ -169,7 +170,8 @@ def labels(context: dg.AssetExecutionContext, config: LabelsConfig, store: Store
     cov = coverage(st, setting, shards)
     ok = integrity(st, setting, context.run.run_id, shards)
     context.log.info(
-        f"{stats.labelled:,} labelled, {stats.failed:,} failed in {stats.seconds:.0f}s "
+        f"{stats.labelled:,} labelled, {stats.failed:,} failed"
+        f"{retries_text(stats.retried, stats.engine_restarts)} in {stats.seconds:.0f}s "
         f"({stats.positions_per_second:,.0f} positions/s); coverage {cov['coverage']:.2%} of "
         f"{cov['distinct_positions']:,} distinct positions"
     )
@@ -188,6 +190,7 @@ def labels(context: dg.AssetExecutionContext, config: LabelsConfig, store: Store
         "positions_per_second": round(stats.positions_per_second, 1),
         "engines": pool.workers,
         "engine_restarts": stats.engine_restarts,
+        "retried": stats.retried,
         "stopped_by": stats.stopped_by or "done",
         "timeout_s": pool.timeout_s,
         "retries": pool.retries,
@@ -222,6 +225,8 @@ def labels(context: dg.AssetExecutionContext, config: LabelsConfig, store: Store
             "labelled": cov["labelled"],
             "failed": cov["failed"],
             "unlabelled": pending,
+            "retried_this_run": stats.retried,
+            "engine_restarts_this_run": stats.engine_restarts,
         },
     )
     yield dg.AssetCheckResult(

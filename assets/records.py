@@ -101,6 +101,8 @@ class LabelsMetadata(Record):
     positions: int
     repeat_share: float
     coverage: float
+    retried: int = 0
+    engine_restarts: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

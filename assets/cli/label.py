@@ -13,7 +13,7 @@ from assets.cli.runtime import materializations, materialize, open_instance, ope
 from assets.records import LabelsMetadata
 from pipeline import duck
 from pipeline.engine import EngineSettings, Limit
-from pipeline.labels import LabelRun
+from pipeline.labels import LabelRun, retries_text
 from pipeline.settings import add_arguments, from_namespace
 from pipeline.store import Store
 
@@ -44,6 +44,8 @@ class LabelResult:
             ms[0],
             labelled=labelled,
             failed=failed,
+            retried=sum(m.retried for m in ms),
+            engine_restarts=sum(m.engine_restarts for m in ms),
             seconds=seconds,
             positions_per_second=round(labelled / seconds, 1) if seconds else 0.0,
             engines=max(m.engines for m in ms),
@@ -66,8 +68,9 @@ class LabelResult:
     def line(self) -> str:
         m = self.metadata
         return (
-            f"labels ({m.engine}, {m.limit}, {m.mode}): {m.labelled:,} labelled, {m.failed:,} failed "
-            f"in {m.seconds:,}s ({m.positions_per_second:,} positions/s on {m.engines} engine(s)); "
+            f"labels ({m.engine}, {m.limit}, {m.mode}): {m.labelled:,} labelled, {m.failed:,} failed"
+            f"{retries_text(m.retried, m.engine_restarts)} in {m.seconds:,}s "
+            f"({m.positions_per_second:,} positions/s on {m.engines} engine(s)); "
             f"coverage {m.coverage:.2%} of {m.distinct_positions:,} distinct positions "
             f"({m.positions:,} positions, {m.repeat_share:.1%} repeats)"
         )

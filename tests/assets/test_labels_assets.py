@@ -209,3 +209,69 @@ def test_a_hash_kept_run_reports_its_own_setting_not_the_reproducible_one(instan
     assert meta["path"].value.endswith("_hash-kept")
     coverage = {c.check_name: c for c in result.get_asset_check_evaluations()}["coverage"]
     assert coverage.passed and coverage.metadata["labelled"].value == DISTINCT
+
+
+def _fen_after(moves: str) -> str:
+    """The FEN the engine pool is sent for the position after these moves (clocks 0 1, as stored)."""
+    import chess
+
+    board = chess.Board()
+    for san in moves.split():
+        board.push_san(san)
+    return " ".join(board.fen().split()[:4] + ["0", "1"])
+
+
+def test_a_retry_that_succeeds_is_counted_in_the_metadata_the_log_and_the_cli_line(
+    instance, store, stockfish, tmp_path
+):
+    """The engine crashes once on a chosen position: its label is stored, and the run's metadata,
+    its log line, the coverage check and `chess-pipeline label`'s line say 1 retry, 1 restart."""
+    from assets.cli.label import label
+    from assets.labels import LabelsConfig
+    from tests.engines import search_fault_stockfish
+
+    chosen = _fen_after("e4 e5 Nf3 Nc6 Bb5")
+    path = search_fault_stockfish(tmp_path, stockfish, chosen, "crash")
+    result = label(store, instance, LabelsConfig(), StockfishResource(path=path, workers=1))
+    assert (tmp_path / f"{path}.faults").read_text().splitlines() == ["crash"]
+    m = result.metadata
+    assert (m.labelled, m.failed, m.retried, m.engine_restarts) == (DISTINCT, 0, 1, 1)
+    assert f"{DISTINCT} labelled, 0 failed, 1 retried (1 engine restart) in " in result.line()
+    (run,) = instance.get_run_records()
+    logs = [e.user_message or "" for e in instance.all_logs(run.dagster_run.run_id)]
+    assert any(f"{DISTINCT} labelled, 0 failed, 1 retried (1 engine restart) in " in line for line in logs), logs
+    coverage = next(
+        e.asset_check_evaluation
+        for e in instance.all_logs(run.dagster_run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+        if e.asset_check_evaluation.check_name == "coverage"
+    )
+    assert coverage.metadata["retried_this_run"].value == 1
+    with memory_connection(store) as con:
+        assert con.execute("SELECT count(*) FROM labels WHERE fen = ?", [chosen]).fetchall() == [(1,)]
+
+
+def test_a_calibration_reply_without_bestmove_leaves_the_run_a_measured_timeout(instance, store, stockfish, tmp_path):
+    """A calibration search answered with a junk line instead of `bestmove`: the run labels with a
+    timeout measured from the other calibration searches (a depth-8 search takes milliseconds: the
+    2 s floor, unless the machine is loaded), not the calibration's own 60 s, and its log says why
+    one was passed over."""
+    from pipeline.labels import CALIBRATION_FENS, CALIBRATION_TIMEOUT_S, TIMEOUT_FLOOR_S
+    from tests.engines import search_fault_stockfish
+
+    path = search_fault_stockfish(tmp_path, stockfish, CALIBRATION_FENS[1], "nobestmove")
+    result = dg.materialize(
+        [labels],
+        instance=instance,
+        tags=ALL_SHARDS_TAGS,
+        run_config={"ops": {"labels": {"config": {}}}},
+        resources={"store": StoreResource(root=str(store.root)), "stockfish": StockfishResource(path=path, workers=1)},
+    )
+    assert result.success
+    meta = {k: v.value for k, v in result.get_asset_materialization_events()[0].materialization.metadata.items()}
+    assert TIMEOUT_FLOOR_S <= meta["timeout_s"] < CALIBRATION_TIMEOUT_S / 4 and meta["labelled"] == DISTINCT
+    logs = [e.user_message or "" for e in instance.all_logs(result.run_id)]
+    assert any(
+        f"search timeout {meta['timeout_s']:g}s (20 x the slowest of 3 calibration searches" in line
+        and "passed over: malformed reply where `bestmove` was due; its line 'junk instead of bestmove'" in line
+        for line in logs
+    ), logs
