@@ -7,20 +7,22 @@ instance, so `chess-pipeline ui` shows those runs.
 
 import contextlib
 import contextvars
+import errno
 import os
 import signal
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
 
 import dagster as dg
 
 from assets.profile import dagster_yaml, ensure_instance_yaml, profile_from_env
-from pipeline.store import Store, remove_stale_progress_files, store_root
+from assets.shared import COMMAND_TAG
+from pipeline.store import NoSpaceError, Store, no_space_error, remove_stale_progress_files, store_root
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-COMMAND_TAG = "chess-pipeline/command"
 ASSETS_TAG = "chess-pipeline/assets"
 _command = contextvars.ContextVar("chess_pipeline_command", default="python")
 """The CLI command running (set by main), named in the tags of the runs it starts."""
@@ -69,6 +71,7 @@ def open_instance(store: Store) -> dg.DagsterInstance:
     Path(home).mkdir(parents=True, exist_ok=True)
     # CHESS_PIPELINE_PROFILE picks deploy/embedded/ (SQLite) or deploy/cluster/ (Postgres) dagster.yaml.
     ensure_instance_yaml(Path(home), profile_from_env(), replace=(OLD_DAGSTER_YAML,))
+    keep_reserve(Path(home))
     instance = dg.DagsterInstance.get()
     from assets.runs import fail_dead_runs
 
@@ -79,6 +82,80 @@ def open_instance(store: Store) -> dg.DagsterInstance:
         )
     remove_stale_progress_files(store)
     return instance
+
+
+RESERVE = ".chess-pipeline-reserve"
+RESERVE_BYTES = 1 << 20
+"""Space the CLI holds beside the Dagster instance (a file of this size in its home) and gives
+back when a run stops on a full disk, so that the run's failure can still be recorded: SQLite
+needs room for its journal to write anything, even the one row that ends the run."""
+
+
+def keep_reserve(home: Path) -> None:
+    """Hold RESERVE_BYTES in home (allocated, not sparse) unless it is held already or there is
+    no room for it (then a full disk may leave a run STARTED until the next command ends it)."""
+    path = home / RESERVE
+    try:
+        if path.stat().st_size >= RESERVE_BYTES:
+            return
+    except FileNotFoundError:
+        pass
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)
+        finally:
+            os.close(fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def give_back_reserve() -> None:
+    with contextlib.suppress(OSError):
+        (Path(os.environ.get("DAGSTER_HOME") or ".") / RESERVE).unlink()
+
+
+class _DagsterWriteErrors:
+    """sys.stderr without what Dagster prints itself when it cannot write a run's log to its
+    event log ("Exception while writing logger call to event log: ..." and SQLAlchemy's
+    statement, parameters and background link): the run's error says the cause in one line.
+    Shown with CHESS_PIPELINE_DEBUG=1."""
+
+    PREFIX = "Exception while writing logger call to event log"
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if text.startswith(self.PREFIX):
+            return len(text)
+        return self._stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _debugging() -> bool:
+    return os.environ.get("CHESS_PIPELINE_DEBUG", "") not in ("", "0")
+
+
+def fail_own_runs(instance: dg.DagsterInstance, since: float, message: str) -> list[str]:
+    """Mark failed the in-flight runs this process started at or after `since` (Dagster could not
+    end them itself: the run's own events could not be written); their ids. Never raises: the
+    error that stopped the run is what the user needs, not this one's."""
+    from assets.runs import IN_FLIGHT, run_pid
+
+    failed = []
+    try:
+        for record in instance.get_run_records(filters=dg.RunsFilter(statuses=IN_FLIGHT)):
+            run = record.dagster_run
+            if record.create_timestamp.timestamp() >= since - 1 and run_pid(instance, run.run_id) == os.getpid():
+                instance.report_run_failed(run, message)
+                failed.append(run.run_id)
+    except Exception:  # noqa: BLE001 - the next command's fail_dead_runs ends it then
+        pass
+    return failed
 
 
 def resources(store: Store, stockfish=None) -> dict:
@@ -112,17 +189,34 @@ def materialize(
     into the run's failure and returns (or, when it lands outside a step's own code, e.g. as the
     run ends, records it and lets the run succeed), and a command going through steps (reproduce,
     ingest) would otherwise take it for that step's failure, or for nothing, and go on."""
-    with signals_seen() as seen, interrupts_kept():
-        result = dg.materialize(
-            assets,
-            selection=selection,
-            partition_key=partition_key,
-            instance=instance,
-            resources=resources(store, stockfish),
-            run_config=run_config(ops),
-            tags={**run_tags(assets, selection), **(tags or {})},
-            raise_on_error=False,
-        )
+    tags = {**run_tags(assets, selection), **(tags or {})}
+    stderr = sys.stderr if _debugging() else _DagsterWriteErrors(sys.stderr)
+    since = time.time()
+    try:
+        with signals_seen() as seen, interrupts_kept(), contextlib.redirect_stderr(stderr):
+            result = dg.materialize(
+                assets,
+                selection=selection,
+                partition_key=partition_key,
+                instance=instance,
+                resources=resources(store, stockfish),
+                run_config=run_config(ops),
+                tags=tags,
+                raise_on_error=False,
+            )
+    except Exception as e:
+        # Dagster itself failed (it could not write the run's events): the run is still
+        # STARTED. Said as a full disk when it is one (measured before the reserve goes back),
+        # and the run marked failed before the command ends.
+        paths = [Path(os.environ.get("DAGSTER_HOME") or ".")] + ([] if store.remote else [Path(str(store.root))])
+        full = no_space_error(e, paths)
+        if full is not None:
+            give_back_reserve()  # room for the run's last rows
+        why = full or f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        fail_own_runs(instance, since, f"{why}; marked failed by chess-pipeline")
+        if full is not None:
+            raise NoSpaceError(errno.ENOSPC, f"the run of {tags[ASSETS_TAG]} stopped: {full}") from e
+        raise
     if seen & STOP_SIGNALS or (not result.success and interrupted(result)):
         raise KeyboardInterrupt
     return result
