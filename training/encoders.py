@@ -171,11 +171,14 @@ def piece_slots(batch):
     then empty squares; has 1 where the slot holds a piece, 0 where it is empty."""
     board = oriented(batch)[0].flatten(2)  # (B, 12, 64)
     squares = torch.arange(64, device=board.device, dtype=torch.float32)
+    # Occupied squares first, in square order: key = square, or 64 + square if empty. The keys
+    # are distinct, so the 8 smallest of each plane (one topk for all 12 planes, not a full sort
+    # a plane) come in the order a sort gives them.
+    keys = squares + 64 * (1 - board)
+    orders = keys.topk(max(PIECE_LIST_SLOTS), dim=2, largest=False, sorted=True).indices  # (B, 12, 8)
     for plane in range(12):
-        present = board[:, plane]
-        # Occupied squares first, in square order: sort key = square, or 64 + square if empty.
-        order = (squares[None, :] + 64 * (1 - present)).argsort(dim=1)[:, : PIECE_LIST_SLOTS[plane % 6]]
-        yield present.gather(1, order), order
+        order = orders[:, plane, : PIECE_LIST_SLOTS[plane % 6]]
+        yield board[:, plane].gather(1, order), order
 
 
 class Bitmap768Counts(Encoder):

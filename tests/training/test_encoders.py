@@ -85,6 +85,19 @@ def test_piece_list_coordinates():
     assert x[:, 0].sum().round() == 5 * 7
 
 
+def test_piece_list_slots_are_the_first_pieces_in_square_order_and_drop_the_surplus():
+    # Three white queens (one slot: a3, the lowest square), three knights (two slots), 8 pawns.
+    b = chess.Board("4k3/8/1N6/8/8/Q3N2Q/PPPPPPPP/1N2K1Q1 b - - 0 1")
+    x = get_encoder("piece_list")(batch_of(b))[0].reshape(-1, 3).double() * 7
+    coords = lambda squares: [[7, chess.square_file(s), chess.square_rank(s)] for s in squares]  # noqa: E731
+    assert x[:8].round().tolist() == coords(chess.SquareSet(chess.BB_RANK_2))
+    assert x[8:10].round().tolist() == coords([chess.B1, chess.E3])  # the knight on b6 has no slot
+    assert x[14].round().tolist() == coords([chess.G1])[0]  # queens g1, a3, h3: g1 is square 6
+    compressed = get_encoder("compressed_piece_list")(batch_of(b))[0] * 64 - 1
+    assert compressed[:10].round().long().tolist() == [*range(8, 16), chess.B1, chess.E3]
+    assert compressed[10:14].round().tolist() == [-1] * 4 and compressed[14].round() == chess.G1
+
+
 def _feature_facts(board: chess.Board):
     """What the feature planes must say, from python-chess."""
     pins = {sq for sq in chess.SQUARES if board.piece_at(sq) and board.is_pinned(board.piece_at(sq).color, sq)}
