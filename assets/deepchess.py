@@ -12,13 +12,18 @@ rows under that model name: the published protocol's figures.
 import dagster as dg
 
 from assets.config import DescribedConfig
-from assets.evaluation import GROUP, checkpoint_of, report_dir, rows_md, suites_folder
-from assets.metadata import md_cell, png_md
-from assets.reproduce import GROUP as REPRODUCTION_GROUP
-from assets.reproduce import SPLIT_MODELS
+from assets.metadata import md_cell
 from assets.resources import StockfishResource, StoreResource
-from assets.training import MODEL_TAG
-from pipeline.datasets import protocol_text
+from assets.shared import EVALUATION_GROUP as GROUP
+from assets.shared import (
+    MODEL_TAG,
+    REPRODUCTION_GROUP,
+    SPLIT_MODELS,
+    checkpoint_of,
+    report_dir,
+    rows_md,
+    suites_folder,
+)
 from pipeline.evaluation import write_results
 from pipeline.published import DEEPCHESS, DEEPCHESS_BUCKETS, DEEPCHESS_MODEL, PAIRS_ON_PUBLISHED_SPLIT
 from pipeline.reproduction import on_published_split
@@ -27,60 +32,6 @@ from pipeline.store import atomic_path
 MODEL = DEEPCHESS_MODEL
 """The model asset (its dataset is the asset `deepchess`)."""
 SUITE = "deepchess_pairs"
-
-
-def training_extras(name: str, cfg, result) -> tuple[dict, list[tuple[str, str, float]]]:
-    """Metadata and model_metrics rows a DeepChess run adds: the material baseline on the same
-    pairs, the model's train pair accuracy, the pretraining and fine-tuning curves."""
-    from pipeline.plots import pretrain_curves_png
-    from training.deepchess import run_figures
-
-    f = run_figures(cfg, result.checkpoint)
-    by, guard = f["split"].get("by", "game"), f["split"].get("guard", True)
-    protocol = protocol_text(f["split"])
-    rows = [
-        ("test", "split_by_position", float(by == "position")),  # which protocol these figures are on
-        ("test", "leakage_guard", float(guard)),
-        ("train", "pair_accuracy", f["model_train_accuracy"]),
-        ("val", "rows", float(f["pairs_val"])),  # the pairs val's accuracy is measured on (the report's n)
-        ("train", "material_baseline_accuracy", f["baseline_train_accuracy"]),
-        ("val", "material_baseline_accuracy", f["baseline_val_accuracy"]),
-    ]  # test's is in the run's test figures (training.deepchess.pair_baselines)
-    last = {}
-    for r in result.pretrain:
-        last[r["layer"]] = r
-    meta = {
-        "split_protocol": protocol,
-        "train_pair_accuracy": round(f["model_train_accuracy"], 4),
-        "material_baseline_test_accuracy": round(f["baseline_test_accuracy"], 4),
-        "material_baseline": dg.MetadataValue.md(
-            "Logistic regression P(right is the White-won one) = sigmoid(a + b x (material(left) - "
-            f"material(right))), fitted on the run's first-epoch train pairs: a = {f['baseline_a']:.3f}, "
-            f"b = {f['baseline_b']:.3f}\n\n| pairs | baseline | model |\n|---|---|---|\n"
-            f"| train ({f['pairs_train']:,}) | {f['baseline_train_accuracy']:.2%} | {f['model_train_accuracy']:.2%} |\n"
-            f"| val ({f['pairs_val']:,}) | {f['baseline_val_accuracy']:.2%} | "
-            f"{(result.history[-1]['val_accuracy'] if result.history else float('nan')):.2%} |\n"
-            f"| test ({f['pairs_test']:,}) | {f['baseline_test_accuracy']:.2%} | "
-            f"{result.test.get('accuracy', float('nan')):.2%} |\n\n"
-            f"Published (DeepChess): train {DEEPCHESS['train_pair_accuracy']:.2%}, "
-            f"val {DEEPCHESS['val_pair_accuracy']:.2%}."
-        ),
-        "pretraining": dg.MetadataValue.md(
-            "| layer | epochs | last reconstruction BCE (train) | val |\n|---|---|---|---|\n"
-            + "\n".join(
-                f"| {k} | {r['epoch'] + 1} | {r['train_loss']:.4f} | "
-                + ("- |" if r["val_loss"] is None else f"{r['val_loss']:.4f} |")
-                for k, r in sorted(last.items())
-            )
-            if last
-            else "no pretraining in this run"
-        ),
-        "learning_curves": png_md(
-            pretrain_curves_png(result.pretrain, result.history, f["baseline_val_accuracy"], f"{name}: curves"),
-            "pretraining and fine-tuning curves",
-        ),
-    }
-    return meta, rows
 
 
 class PairsConfig(DescribedConfig):

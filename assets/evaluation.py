@@ -23,25 +23,17 @@ from assets.config import DescribedConfig, config_from
 from assets.metadata import md_cell, png_md
 from assets.progress import run_progress
 from assets.resources import StockfishResource, StoreResource
-from assets.training import MODEL_TAG, MODELS
+from assets.shared import EVALUATION_GROUP as GROUP
+from assets.shared import MODEL_TAG, checkpoint_of, report_dir, rows_md, suites_folder, write_png
 from pipeline import storage
 from pipeline.evaluation import EndgameConfig, MatchConfig, write_results
 from pipeline.matches import write_games
 from pipeline.published import DEEPCHESS_MODEL
 from pipeline.storage import ObjectPath, StorePath
-from pipeline.store import Store, atomic_path
+from pipeline.store import atomic_path
+from training.catalog import MODELS
 
-GROUP = "evaluation"
 ELO_ANCHOR = "random"
-
-
-def suites_folder(configured: str, store: Store) -> StorePath:
-    """The EPD suites: the asset config, else CHESS_PIPELINE_SUITES, else <home>/suites (a
-    folder, or an s3:// prefix: the store's own when the store is on S3)."""
-    given = configured or os.environ.get("CHESS_PIPELINE_SUITES")
-    if not given:
-        return store.root / "suites"
-    return storage.parse_root(given) if "://" in given else Path(given).expanduser()
 
 
 def local_suite_files(folder: StorePath) -> list[Path]:
@@ -52,23 +44,6 @@ def local_suite_files(folder: StorePath) -> list[Path]:
     if isinstance(folder, ObjectPath):
         return [storage.cached_copy(p) for p in storage.list_files(folder, ".epd")]
     return suite_files(folder) if folder.is_dir() else []
-
-
-def checkpoint_of(context: dg.AssetExecutionContext, model: str) -> StorePath:
-    """The checkpoint the model asset's latest materialisation recorded (a file, or an object of
-    an S3 store)."""
-    from training.train import store_location
-
-    event = context.instance.get_latest_materialization_event(dg.AssetKey(model))
-    if event is None or event.asset_materialization is None:
-        raise dg.Failure(f"model {model} has not been materialised: train it first (chess-pipeline train {model})")
-    meta = event.asset_materialization.metadata
-    if "checkpoint" not in meta:
-        raise dg.Failure(f"model {model}'s latest materialisation records no checkpoint")
-    path = store_location(meta["checkpoint"].value)
-    if not storage.exists(path):
-        raise dg.Failure(f"{path}: checkpoint of {model}'s latest materialisation is gone; re-materialise {model}")
-    return path
 
 
 def report_pngs(folder: StorePath) -> list[StorePath]:
@@ -85,13 +60,6 @@ def relative_to(path: StorePath, base: StorePath) -> str:
     return os.path.relpath(path, base)
 
 
-def rows_md(rows) -> str:
-    lines = ["| suite | metric | value | n | detail |", "|---|---|---|---|---|"]
-    for suite, metric, value, n, detail in rows:
-        lines.append(f"| {suite} | {metric} | {value:.4g} | {n} | {md_cell(detail)} |")
-    return "\n".join(lines)
-
-
 def playable_depths(model: str, depths, warn) -> tuple[int, ...]:
     """The search depths model asset `model` can play at: all of them, or for one whose scores
     only order the positions of one call (DeepChess's comparison player, max_depth 1) those up to
@@ -103,15 +71,6 @@ def playable_depths(model: str, depths, warn) -> tuple[int, ...]:
     if kept != tuple(depths):
         warn(f"{model} compares the positions of one move list: depths {list(depths)} played as {list(kept)}")
     return kept
-
-
-def report_dir(st: Store, model: str) -> StorePath:
-    return st.root / "reports" / "evaluation" / model
-
-
-def write_png(path: StorePath, png: bytes) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(png)
 
 
 class SuitesConfig(DescribedConfig):

@@ -26,13 +26,14 @@ import time
 import dagster as dg
 
 from assets.config import config_from
-from assets.evaluation import GROUP, checkpoint_of, write_png
 from assets.metadata import png_md
 from assets.progress import run_progress
 from assets.resources import StockfishResource, StoreResource
-from assets.training import MODELS
+from assets.shared import EVALUATION_GROUP as GROUP
+from assets.shared import checkpoint_of, write_png
 from pipeline.lubeck_grid import GridConfig
 from pipeline.store import atomic_path
+from training.catalog import MODELS
 
 MODEL = "lubeck_wdl_mlp"
 """The model asset the grid plays (Lubeck's W/D/L network)."""

@@ -13,12 +13,10 @@ evaluation of that copy, eval_piece_values_published_split_<model>, its rows und
 import dagster as dg
 
 from assets.config import DescribedConfig
-from assets.evaluation import GROUP, checkpoint_of, report_dir, write_png
 from assets.metadata import png_md
-from assets.reproduce import GROUP as REPRODUCTION_GROUP
-from assets.reproduce import SPLIT_MODELS
 from assets.resources import StoreResource
-from assets.training import MODEL_TAG
+from assets.shared import EVALUATION_GROUP as GROUP
+from assets.shared import MODEL_TAG, REPRODUCTION_GROUP, SPLIT_MODELS, checkpoint_of, report_dir, write_png
 from pipeline.evaluation import write_results
 from pipeline.reproduction import on_published_split
 from pipeline.store import atomic_path

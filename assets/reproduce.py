@@ -24,11 +24,13 @@ from pydantic import Field
 from assets.config import DescribedConfig
 from assets.datasets import CONFIGS, _results
 from assets.datasets import GROUP as DATASETS_GROUP
-from assets.evaluation import GROUP as EVAL_GROUP
-from assets.evaluation import HEAD_TO_HEAD_MODELS, report_dir
+from assets.evaluation import HEAD_TO_HEAD_MODELS
+from assets.lubeck_grid import lubeck_grid
 from assets.resources import StoreResource
-from assets.training import GROUP as MODELS_GROUP
-from assets.training import MODEL_TAG, MODELS, TrainRunConfig, train_and_record
+from assets.shared import COMMAND_TAG, MODEL_TAG, MODELS_GROUP, SPLIT_MODELS, report_dir
+from assets.shared import EVALUATION_GROUP as EVAL_GROUP
+from assets.shared import REPRODUCTION_GROUP as GROUP
+from assets.training import MODELS, TrainRunConfig, train_and_record
 from pipeline import published, storage
 from pipeline.datasets import DATASETS, build_dataset
 from pipeline.published import DEEPCHESS_MODEL
@@ -36,13 +38,9 @@ from pipeline.reproduction import ReportInputs, Step, on_published_split, ours_f
 from pipeline.store import Store, atomic_path
 from training.catalog import PIECE_VALUE_MODELS
 
-GROUP = "reproduction"
 REPORT = "reproduction_report"
 LUBECK_GRID = "lubeck_grid"
-"""Lubeck's experiment grid (another asset module's; reports/lubeck_grid.md): in the job when defined."""
-SPLIT_MODELS = [m for m in MODELS if m in published.SPLIT_MODELS]
-"""Sabatelli's, Lubeck's, DeepChess's and Team 44's (centipawn) networks, whose figures were measured on
-a split of their own data: trained on the published split too (pipeline.published.SPLIT_MODELS)."""
+"""Lubeck's experiment grid (assets.lubeck_grid; reports/lubeck_grid.md): in the job when its model is."""
 
 
 def published_split_store(store: Store) -> Store:
@@ -259,12 +257,7 @@ def reproduction_report(
     steps = [_step(instance, n, config.outcomes.get(n)) for n in names]
     steps = [s for s in steps if s.name != REPORT]
     grid = st.root / "reports" / "lubeck_grid.md"
-    if not _defined(LUBECK_GRID):
-        lubeck = (
-            f"Absent: no `{LUBECK_GRID}` asset is defined in this code location, so the grid is not part of "
-            "this reproduction."
-        )
-    elif storage.exists(grid):
+    if storage.exists(grid):
         lubeck = f"The table: [lubeck_grid.md](lubeck_grid.md) (asset `{LUBECK_GRID}`, in the steps below)."
     else:
         lubeck = (
@@ -288,23 +281,9 @@ def reproduction_report(
     )
 
 
-def defined_assets() -> dict[str, dg.AssetsDefinition]:
-    """{asset key: its definition} of the code location (assets.definitions)."""
-    from assets.definitions import build_defs
-
-    return {k.to_user_string(): a for a in build_defs().assets or [] for k in getattr(a, "keys", ())}
-
-
-def _defined(name: str) -> bool:
-    return name in defined_assets()
-
-
-def grid_extra(models: list[str], defs: dict[str, dg.AssetsDefinition] | None = None) -> tuple[str, ...]:
-    """(LUBECK_GRID,) where an asset module defines it and the models it plays are among `models`."""
-    grid = (defs if defs is not None else defined_assets()).get(LUBECK_GRID)
-    if grid is None:
-        return ()
-    deps = {d.to_user_string() for d in grid.asset_deps.get(dg.AssetKey(LUBECK_GRID), ())}
+def grid_extra(models: list[str]) -> tuple[str, ...]:
+    """(LUBECK_GRID,) where the models Lubeck's grid plays are among `models`."""
+    deps = {d.to_user_string() for d in lubeck_grid.asset_deps.get(dg.AssetKey(LUBECK_GRID), ())}
     return (LUBECK_GRID,) if deps <= set(models) else ()
 
 
@@ -313,8 +292,6 @@ def _step(instance: dg.DagsterInstance, name: str, outcome: str | None = None) -
     labels and ingest steps summed over every run of them the reproduce command started. Its
     status: `outcome` (this run's: done, kept, failed: why, skipped: why), else materialised or
     missing as its latest materialisation says."""
-    from assets.cli.runtime import COMMAND_TAG
-
     status, _, why = (outcome or "").partition(": ")
     if status in ("failed", "skipped"):
         return Step(name, None, status, why)

@@ -8,19 +8,16 @@ import dagster as dg
 from assets.config import DescribedConfig, config_from
 from assets.metadata import png_md
 from assets.resources import StoreResource
-from pipeline.datasets import dataset_problem
+from assets.shared import MODEL_TAG
+from assets.shared import MODELS_GROUP as GROUP
+from pipeline.datasets import dataset_problem, protocol_text
 from pipeline.evaluation import write_model_metrics
 from pipeline.plots import confusion_png, learning_curves_png
+from pipeline.published import DEEPCHESS
 from pipeline.store import atomic_path
 from training.catalog import MODELS, PROFILES, schedule  # noqa: F401 (PROFILES: re-exported)
 from training.choices import Profile
 from training.config import TrainConfig
-
-GROUP = "models"
-MODEL_TAG = "model"
-"""The tag every model asset and its evaluation assets (eval_<kind>_<model>: suites, matches,
-report, DeepChess's pairs, the piece values) carry: the model asset's name (the UI filters by it;
-reproduction_job leaves models out by it)."""
 
 
 class _ProfileRunConfig(DescribedConfig):
@@ -78,12 +75,64 @@ def train_config(name: str, run: TrainRunConfig, store_root: str, out: str) -> T
     )
 
 
+def deepchess_extras(name: str, cfg, result) -> tuple[dict, list[tuple[str, str, float]]]:
+    """Metadata and model_metrics rows a DeepChess run adds: the material baseline on the same
+    pairs, the model's train pair accuracy, the pretraining and fine-tuning curves."""
+    from pipeline.plots import pretrain_curves_png
+    from training.deepchess import run_figures
+
+    f = run_figures(cfg, result.checkpoint)
+    by, guard = f["split"].get("by", "game"), f["split"].get("guard", True)
+    protocol = protocol_text(f["split"])
+    rows = [
+        ("test", "split_by_position", float(by == "position")),  # which protocol these figures are on
+        ("test", "leakage_guard", float(guard)),
+        ("train", "pair_accuracy", f["model_train_accuracy"]),
+        ("val", "rows", float(f["pairs_val"])),  # the pairs val's accuracy is measured on (the report's n)
+        ("train", "material_baseline_accuracy", f["baseline_train_accuracy"]),
+        ("val", "material_baseline_accuracy", f["baseline_val_accuracy"]),
+    ]  # test's is in the run's test figures (training.deepchess.pair_baselines)
+    last = {}
+    for r in result.pretrain:
+        last[r["layer"]] = r
+    meta = {
+        "split_protocol": protocol,
+        "train_pair_accuracy": round(f["model_train_accuracy"], 4),
+        "material_baseline_test_accuracy": round(f["baseline_test_accuracy"], 4),
+        "material_baseline": dg.MetadataValue.md(
+            "Logistic regression P(right is the White-won one) = sigmoid(a + b x (material(left) - "
+            f"material(right))), fitted on the run's first-epoch train pairs: a = {f['baseline_a']:.3f}, "
+            f"b = {f['baseline_b']:.3f}\n\n| pairs | baseline | model |\n|---|---|---|\n"
+            f"| train ({f['pairs_train']:,}) | {f['baseline_train_accuracy']:.2%} | {f['model_train_accuracy']:.2%} |\n"
+            f"| val ({f['pairs_val']:,}) | {f['baseline_val_accuracy']:.2%} | "
+            f"{(result.history[-1]['val_accuracy'] if result.history else float('nan')):.2%} |\n"
+            f"| test ({f['pairs_test']:,}) | {f['baseline_test_accuracy']:.2%} | "
+            f"{result.test.get('accuracy', float('nan')):.2%} |\n\n"
+            f"Published (DeepChess): train {DEEPCHESS['train_pair_accuracy']:.2%}, "
+            f"val {DEEPCHESS['val_pair_accuracy']:.2%}."
+        ),
+        "pretraining": dg.MetadataValue.md(
+            "| layer | epochs | last reconstruction BCE (train) | val |\n|---|---|---|---|\n"
+            + "\n".join(
+                f"| {k} | {r['epoch'] + 1} | {r['train_loss']:.4f} | "
+                + ("- |" if r["val_loss"] is None else f"{r['val_loss']:.4f} |")
+                for k, r in sorted(last.items())
+            )
+            if last
+            else "no pretraining in this run"
+        ),
+        "learning_curves": png_md(
+            pretrain_curves_png(result.pretrain, result.history, f["baseline_val_accuracy"], f"{name}: curves"),
+            "pretraining and fine-tuning curves",
+        ),
+    }
+    return meta, rows
+
+
 def model_extras(name: str, cfg: TrainConfig, result) -> tuple[dict, list[tuple[str, str, float]]]:
     """A model's own figures beside the common ones: (metadata, model_metrics rows)."""
     if MODELS[name].model == "deepchess":
-        from assets.deepchess import training_extras  # baseline, train accuracy, pretraining curves
-
-        return training_extras(name, cfg, result)
+        return deepchess_extras(name, cfg, result)  # baseline, train accuracy, pretraining curves
     return {}, []
 
 

@@ -33,9 +33,9 @@ def reserved(steps: list[str]) -> float:
 
 
 def job_steps(models: list[str]) -> list[str]:
-    from assets.reproduce import defined_assets, grid_extra, job_assets
+    from assets.reproduce import grid_extra, job_assets
 
-    return job_assets(models, grid_extra(models, defined_assets()))
+    return job_assets(models, grid_extra(models))
 
 
 def test_each_model_run_gets_its_share_and_the_report_gets_the_budget(tmp_path, monkeypatch):

@@ -1,9 +1,14 @@
-"""The layering the design asks for: pipeline/ and training/ never import Dagster.
+"""The layering the design asks for: pipeline/ and training/ never import Dagster (each module
+imported in a fresh interpreter, so an import that another test already made cannot hide a
+dependency), and the project's imports point one way, with no circle.
 
-Each module is imported in a fresh interpreter, so an import that another test already
-made cannot hide a dependency.
-"""
+The import direction is read from the source (every import statement, those inside functions
+too: an import moved into a function to dodge a circle is still the circle). The layers, lowest
+first: pipeline; training; assets and explorer (neither imports the other); the CLI (assets/cli
+and its entry point assets/launch); deploy. A module imports modules of its own layer's package
+or of a lower layer, never upward, and no set of modules imports itself round."""
 
+import ast
 import pkgutil
 import subprocess
 import sys
@@ -12,6 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+LAYERS = {"pipeline": 0, "training": 1, "assets": 2, "explorer": 2, "cli": 3, "deploy": 4}
+"""Package -> its layer: imports go to the same package or a lower layer."""
 
 
 def _modules(package: str) -> list[str]:
@@ -45,3 +52,112 @@ def test_library_modules_import_without_dagster(package):
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "", f"imports Dagster: {out.stdout.strip()}"
+
+
+def package_of(module: str) -> str:
+    """The layer package of a dotted module name: assets/cli and its entry point are the CLI's."""
+    if module == "assets.launch" or module.startswith("assets.cli"):
+        return "cli"
+    return module.split(".")[0]
+
+
+def import_graph(root: Path, packages) -> dict[str, set[str]]:
+    """module -> the project modules its source imports (anywhere in it), under root."""
+    paths = {}
+    for package in packages:
+        for path in (root / package).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for module, path in paths.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    here = module.split(".")[: None if path.name == "__init__.py" else -1]
+                    here = here[: len(here) - node.level + 1]
+                    base = ".".join([*here, base] if base else here)
+                names = [f"{base}.{a.name}" for a in node.names]
+            else:
+                continue
+            for name in names:
+                while name and name not in paths:  # a name imported from a module: the module
+                    name = name.rpartition(".")[0]
+                if name and name != module:
+                    targets.add(name)
+        graph[module] = targets
+    return graph
+
+
+def layering_problems(graph: dict[str, set[str]]) -> list[str]:
+    """Upward imports and import circles of the graph, one line each."""
+    problems = [
+        f"{a} imports {b}: upward ({package_of(a)} -> {package_of(b)})"
+        for a in sorted(graph)
+        for b in sorted(graph[a])
+        if package_of(a) != package_of(b) and LAYERS[package_of(b)] >= LAYERS[package_of(a)]
+    ]
+    # Circles: the strongly connected components of more than one module (Tarjan's algorithm).
+    index, low, stack, on_stack, counter = {}, {}, [], set(), [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                problems.append(f"import circle: {', '.join(sorted(component))}")
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return problems
+
+
+def test_imports_point_one_way_with_no_circle():
+    graph = import_graph(ROOT, ["pipeline", "training", "assets", "explorer", "deploy"])
+    assert {"assets.shared", "assets.cli.app", "pipeline.engine", "explorer.app"} <= set(graph)
+    assert "assets.shared" in graph["assets.evaluation"]  # the graph sees the imports
+    problems = layering_problems(graph)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_layering_check_fails_on_a_planted_circle_and_an_upward_import(tmp_path):
+    files = {
+        "pipeline/__init__.py": "",
+        "pipeline/low.py": "def helper():\n    from training.model import Net  # upward, inside a function\n",
+        "training/__init__.py": "",
+        "training/model.py": "from pipeline.low import helper\n\nNet = helper\n",
+        "assets/__init__.py": "",
+        "assets/a.py": "from assets import b\n",
+        "assets/b.py": "def f():\n    from .c import g\n",
+        "assets/c.py": "import assets.a\n",
+        "assets/cli/__init__.py": "from assets.cli import app\n",
+        "assets/cli/app.py": "from assets.a import x\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    problems = layering_problems(import_graph(tmp_path, ["pipeline", "training", "assets"]))
+    assert problems == [
+        "pipeline.low imports training.model: upward (pipeline -> training)",
+        "import circle: assets.a, assets.b, assets.c",
+        "import circle: pipeline.low, training.model",
+    ], problems

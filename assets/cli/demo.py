@@ -71,7 +71,8 @@ def link_suites(store: Store, folder: Path) -> list[Path]:
     suite there; the links made. Nothing when the store has suites of its own, when
     CHESS_PIPELINE_SUITES names the folder the evaluation reads instead (not the store's to
     fill), or on an S3 store (a link there is no file)."""
-    from assets.evaluation import local_suite_files, suites_folder
+    from assets.evaluation import local_suite_files
+    from assets.shared import suites_folder
     from pipeline.evaluation import suite_files
 
     target = suites_folder("", store)

@@ -441,6 +441,13 @@ def evaluation_reserve_of(instance: dg.DagsterInstance, cfg: ReproduceConfig, na
     return evaluation_reserve(after, timed, "quick" if cfg.quick_eval else "full")
 
 
+def defined_assets() -> dict[str, dg.AssetsDefinition]:
+    """{asset key: its definition} of the code location the CLI runs (assets.definitions)."""
+    from assets.definitions import build_defs
+
+    return {k.to_user_string(): a for a in build_defs().assets or [] for k in getattr(a, "keys", ())}
+
+
 def run_steps(
     store: Store,
     instance: dg.DagsterInstance,
@@ -458,13 +465,13 @@ def run_steps(
     command's time.monotonic(); default: now), or from `ledger` (pipeline.budget.BudgetLedger:
     the budget earlier commands with the same settings began, saved after each step), and the
     report the budget's figures."""
-    from assets.reproduce import REPORT, ReportConfig, defined_assets, grid_extra, job_assets
+    from assets.reproduce import REPORT, ReportConfig, grid_extra, job_assets
     from pipeline.budget import MIN_MINUTES, TimeBudget
     from pipeline.reproduction import PUBLISHED_SPLIT
 
     outcomes = {} if outcomes is None else outcomes
     defs = defined_assets()
-    names = job_assets(models, grid_extra(models, defs))
+    names = job_assets(models, grid_extra(models))
     ops = op_configs(cfg, names, settings, models)
     failed: dict[str, str] = {}
     started = time.monotonic() if started is None else started

@@ -8,9 +8,9 @@ import pytest
 
 from assets.cli.runtime import open_instance
 from assets.datasets import dataset_assets
-from assets.evaluation import report_dir
 from assets.piece_values import piece_values_assets
 from assets.resources import StoreResource
+from assets.shared import report_dir
 from assets.training import model_assets
 from pipeline.duck import connect, create_views
 from pipeline.engine import EnginePool, Limit
