@@ -15,7 +15,7 @@ it the script names the encoder and its ratio and exits 1. Anchor: nnue-pytorch'
 loader, about 1.3M positions/s.
 
 Threads: one by default. On a 2-core machine shared with other work, torch's two intra-op
-threads wait on each other at every op (bitmap768 measured 22k positions/s with 2 threads while
+threads wait on each other at every op (bitmap768 measured 23-55k positions/s with 2 threads while
 one core was busy, 430k with 1); the ratio to the step rate is what the benchmark reports.
 """
 
