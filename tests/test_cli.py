@@ -844,3 +844,15 @@ def test_the_shard_lease_flag_reaches_the_labels_run_config():
     assert config.shard_lease_ttl_s == 30.0
     config, _ = config_from_args(parser.parse_args(["label"]))
     assert config.shard_lease_ttl_s == SHARD_LEASE_TTL_S
+
+
+def test_debug_flag_is_the_one_switch_the_runtime_reads(three_games, capsys, monkeypatch):
+    # --debug sets CHESS_PIPELINE_DEBUG for the command and the processes it starts, so the
+    # runtime's filters (Dagster's own event-log write errors kept off stderr) let them through too.
+    from assets.cli.runtime import debugging
+
+    monkeypatch.setenv("CHESS_PIPELINE_DEBUG", "0")  # off (and put back as it was after the test)
+    main(["--home", str(three_games), "sql", "SELECT 1 AS one"])
+    assert not debugging()
+    main(["--debug", "--home", str(three_games), "sql", "SELECT 1 AS one"])
+    assert debugging() and os.environ["CHESS_PIPELINE_DEBUG"] == "1"

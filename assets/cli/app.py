@@ -22,7 +22,7 @@ from assets.cli import (
     train,
     ui,
 )
-from assets.cli.runtime import set_command
+from assets.cli.runtime import debugging, set_command
 from pipeline.store import default_root, no_space_error
 
 
@@ -131,7 +131,9 @@ def main(argv: list[str] | None = None) -> None:
     """The CLI. Every error ends in one line on stderr (what is wrong; the message says what to
     do) and a non-zero exit: 1, or 130 when interrupted; --debug shows the traceback instead."""
     args = build_parser().parse_args(argv)
-    debug = args.debug or os.environ.get("CHESS_PIPELINE_DEBUG", "") not in ("", "0")
+    if args.debug:
+        os.environ["CHESS_PIPELINE_DEBUG"] = "1"  # one switch, read by the runtime and the runs' processes
+    debug = debugging()
     set_command(args.command)
     if not debug:
         logging.setLoggerClass(_NoTracebackLogger)

@@ -136,7 +136,9 @@ class _DagsterWriteErrors:
         return getattr(self._stream, name)
 
 
-def _debugging() -> bool:
+def debugging() -> bool:
+    """The CLI's debug switch: CHESS_PIPELINE_DEBUG set (`--debug` sets it for the command and
+    the processes it starts)."""
     return os.environ.get("CHESS_PIPELINE_DEBUG", "") not in ("", "0")
 
 
@@ -190,7 +192,7 @@ def materialize(
     run ends, records it and lets the run succeed), and a command going through steps (reproduce,
     ingest) would otherwise take it for that step's failure, or for nothing, and go on."""
     tags = {**run_tags(assets, selection), **(tags or {})}
-    stderr = sys.stderr if _debugging() else _DagsterWriteErrors(sys.stderr)
+    stderr = sys.stderr if debugging() else _DagsterWriteErrors(sys.stderr)
     since = time.time()
     try:
         with signals_seen() as seen, interrupts_kept(), contextlib.redirect_stderr(stderr):
