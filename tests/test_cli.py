@@ -4,8 +4,6 @@ import csv
 import io
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -471,75 +469,6 @@ def test_errors_end_in_one_line_and_debug_shows_the_traceback(tmp_path, capsys, 
 # ---- `chess-pipeline ui` without the venv on PATH (issue 12, item 1) ----------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _pids_with_env(marker: str) -> list[int]:
-    """Processes whose environment holds marker (this test's own DAGSTER_HOME)."""
-    pids = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        try:
-            if marker.encode() in environ.read_bytes():
-                pids.append(int(environ.parent.name))
-        except OSError:
-            continue
-    return [p for p in pids if p != os.getpid()]
-
-
-@pytest.mark.slow
-def test_ui_starts_through_the_running_interpreter_without_the_venv_on_path(tmp_path):
-    import urllib.request
-
-    port = _free_port()
-    dagster_home = tmp_path / "dagster-ui-test"
-    env = {"PATH": "/usr/bin:/bin", "DAGSTER_HOME": str(dagster_home), "HOME": str(tmp_path)}
-    log = (tmp_path / "ui.log").open("w")
-    proc = subprocess.Popen(
-        [str(CLI), "--home", str(tmp_path / "store"), "ui", "--port", str(port)],
-        env=env,
-        cwd=tmp_path,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 240
-        answered = None
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as r:
-                    answered = json.loads(r.read())
-                    break
-            except OSError:
-                time.sleep(2)
-        assert answered is not None, (tmp_path / "ui.log").read_text()[-3000:]
-        assert "dagster_webserver_version" in answered
-    finally:
-        for pid in [proc.pid, *_pids_with_env(str(dagster_home))]:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        deadline = time.monotonic() + 30  # dagster dev stops its webserver, daemon and code server
-        while _pids_with_env(str(dagster_home)) and time.monotonic() < deadline:
-            time.sleep(1)
-        for pid in _pids_with_env(str(dagster_home)):  # whatever is left of this test's dagster dev
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        log.close()
-    time.sleep(1)
-    assert not _pids_with_env(str(dagster_home))
-
-
 TWO_GAMES = (
     '[Event "x"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bb5 a6 4. Ba4 Nf6 *\n\n'
     '[Event "y"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bc4 Bc5 4. c3 Nf6 *\n'
@@ -608,7 +537,6 @@ def test_a_hung_position_costs_seconds_and_is_recorded(home, capsys, tmp_path, s
     seconds (60 s x 3 tries before), the position goes to label_failures, the rest is labelled;
     --timeout and --retries set both."""
     import sys
-    import time
 
     board = "rnbqkbnr/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/RNBQKBNR w"  # after 1. e4 e5, in both games
     wrapper = tmp_path / "hanging-stockfish"
