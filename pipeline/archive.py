@@ -127,7 +127,24 @@ def detect_compression(path: Path) -> str:
     return "none"
 
 
-class _ZstdFramesReader(io.RawIOBase):
+class _Wrapping(io.RawIOBase):
+    """A readable raw stream over another binary stream `_inner`; closing it closes that one."""
+
+    def __init__(self, inner: BinaryIO):
+        self._inner = inner
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        # BufferedReader.close() closes this reader; the stream under it goes too.
+        try:
+            self._inner.close()
+        finally:
+            super().close()
+
+
+class _ZstdFramesReader(_Wrapping):
     """zstd decompression that reports truncation.
 
     zstandard's stream_reader returns a silent EOF when the input stops mid-frame; a
@@ -136,7 +153,7 @@ class _ZstdFramesReader(io.RawIOBase):
     """
 
     def __init__(self, raw: BinaryIO, name: str):
-        self._raw = raw
+        super().__init__(raw)
         self._name = name
         self._dctx = zstandard.ZstdDecompressor()
         self._obj = self._dctx.decompressobj()
@@ -144,19 +161,9 @@ class _ZstdFramesReader(io.RawIOBase):
         self._pending = b""
         self._eof = False
 
-    def readable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        # BufferedReader.close() closes this reader; the compressed file under it goes too.
-        try:
-            self._raw.close()
-        finally:
-            super().close()
-
     def readinto(self, buffer) -> int:  # type: ignore[override]
         while not self._pending and not self._eof:
-            data = self._raw.read(CHUNK)
+            data = self._inner.read(CHUNK)
             if not data:
                 if self._in_frame:
                     raise ArchiveError(
@@ -219,42 +226,33 @@ def _decode(data: bytes) -> str:
         return data.decode("latin-1").translate(_CP1252)
 
 
-class _Text(io.RawIOBase):
+class _Text(_Wrapping):
     """The archive's decompressed bytes, UTF-16 (told by its byte-order mark) transcoded to
     UTF-8 as it is read, so the reader sees one encoding. Reads fill the buffer (short only
     at the end), so the first peek holds the archive's first bytes. Closing it closes the
     stream under it."""
 
     def __init__(self, stream: BinaryIO):
-        self._stream = stream
+        super().__init__(stream)
         self._decoder: codecs.IncrementalDecoder | None = None
         self._started = False
         self._pending = b""
         self._eof = False
 
-    def readable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        try:
-            self._stream.close()
-        finally:
-            super().close()
-
     def readinto(self, buffer) -> int:  # type: ignore[override]
         n = len(buffer)
         if self._decoder is None:
             if self._started:
-                return self._stream.readinto(buffer)  # type: ignore[attr-defined]
+                return self._inner.readinto(buffer)  # type: ignore[attr-defined]
             self._started = True
-            first = self._stream.read(n)
+            first = self._inner.read(n)
             if not first.startswith(UTF16_BOMS):
                 buffer[: len(first)] = first
                 return len(first)
             self._decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")
             self._pending = self._decoder.decode(first).encode("utf-8")
         while len(self._pending) < n and not self._eof:
-            data = self._stream.read(CHUNK)
+            data = self._inner.read(CHUNK)
             self._eof = not data
             self._pending += self._decoder.decode(data, final=self._eof).encode("utf-8")
         out, self._pending = self._pending[:n], self._pending[n:]
