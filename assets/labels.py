@@ -59,6 +59,27 @@ class LabelsConfig(
     max_minutes: float = 0.0
     """Bound on this run's labelling time; 0 = no bound (LabelRun.max_seconds, in minutes)."""
 
+    @classmethod
+    def of(cls, limit: Limit, **fields) -> "LabelsConfig":
+        """The run config labelling with `limit` (the other fields as given, or their defaults)."""
+        return cls(limit=limit.kind, value=limit.value, **fields)
+
+    def run(self, shards: tuple[int, ...], run_id: str) -> LabelRun:
+        """The one LabelRun of a labels run over these shards: this config's choices, checked
+        (ValueError with the field and its valid values)."""
+        return LabelRun(
+            limit=Limit(self.limit, self.value),
+            relabel=self.relabel,
+            order=self.order,
+            max_positions=self.max_positions,
+            max_seconds=self.max_minutes * 60,
+            retry_failed=self.retry_failed,
+            shards=shards,
+            archives=tuple(self.archives),
+            run_id=run_id,
+            shard_lease_ttl_s=self.shard_lease_ttl_s,
+        )
+
 
 def metadata_shards(keys) -> str:
     """A run's partitions as the metadata says them: "03", or a range "00..15"."""
@@ -116,18 +137,7 @@ def labels(context: dg.AssetExecutionContext, config: LabelsConfig, store: Store
     shards = shards_of(keys)
     st = store.get()
     try:
-        run = LabelRun(
-            limit=Limit(config.limit, config.value),
-            relabel=config.relabel,
-            order=config.order,
-            max_positions=config.max_positions,
-            max_seconds=config.max_minutes * 60,
-            retry_failed=config.retry_failed,
-            shards=shards,
-            archives=tuple(config.archives),
-            run_id=context.run.run_id,
-            shard_lease_ttl_s=config.shard_lease_ttl_s,
-        )
+        run = config.run(shards, context.run.run_id)
     except ValueError as e:  # a bad value in the run config: its one line, not a traceback
         raise dg.Failure(description=f"labels run config: {e}") from None
     reporter = run_progress(context, "positions")
@@ -357,7 +367,7 @@ def auto_label_settings(environ=os.environ) -> dict:
     job=label_new_job,
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="After each ingest, labels the positions of the archives just ingested (depth 8), at most "
+    description=f"After each ingest, labels the positions of the archives just ingested ({Limit()}), at most "
     "CHESS_PIPELINE_AUTO_LABEL_MINUTES (10) minutes a run / _POSITIONS positions a tick (one run over every "
     "shard, or one per shard under the cluster profile); CHESS_PIPELINE_AUTO_LABEL=off (or this toggle) turns it off.",
 )

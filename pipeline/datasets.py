@@ -11,7 +11,7 @@ datasets/<name>/{train,val,test}.parquet, each file under a temporary name first
 A set with no rows says why (DatasetStats.empty_reason, dataset_problem): the store has no
 games, no game passes the set's filters, or no label of the set's setting covers its
 positions, and then which settings the store has labels for. These are worked out from the
-store, so the message names the fix (`chess-pipeline label --depth 8`, or `--label-depth 6`).
+store, so the message names the fix (`chess-pipeline label --depth 8`, or `datasets NAME --depth 6`).
 """
 
 from __future__ import annotations
@@ -59,11 +59,11 @@ CHOICE_PARAMS = {"pov": Pov, "target_kind": TargetKind}
 class LabelSetting:
     """Which Stockfish labels a labelled set's targets come from."""
 
-    label_kind: LimitKind = "depth"
+    label_kind: LimitKind = Limit().kind
     """Label setting the targets come from: depth, nodes or static (as `chess-pipeline label`
-    made them: --depth, --nodes or --static)."""
-    label_value: int = 8
-    """Depth or nodes of that setting (Sabatelli: depth 8); ignored for static."""
+    made them: --depth, --nodes or --static; the same flags choose them here)."""
+    label_value: int = Limit().value
+    """Depth or nodes of that setting (the default is pipeline.engine.Limit's, Sabatelli's); ignored for static."""
     label_engine: str = ""
     """Engine name + version, e.g. 'Stockfish 15.1'; empty: any engine (the deepest label)."""
 
@@ -103,7 +103,7 @@ class SabatelliSearchParams(SabatelliRegressionParams):
         if self.label_kind != "static":
             raise ValueError(
                 f"label_kind must be static, got {self.label_kind}: the searched children are labelled by "
-                "Stockfish's static eval, so the game positions they join must be (`--label-static`)"
+                "Stockfish's static eval, so the game positions they join must be (`--static`)"
             )
         if not self.search_children or min(self.search_children) < 1:
             raise ValueError(
@@ -358,11 +358,6 @@ def setting_text(kind: str, value: int, engine: str = "") -> str:
     return f"{text} by {engine}" if engine else text
 
 
-def label_flags(kind: str, value: int, prefix: str = "--") -> str:
-    """The CLI flags choosing a setting: `--depth 8` for `label`, prefix '--label-' for `datasets`."""
-    return f"{prefix}static" if kind == "static" else f"{prefix}{kind} {value}"
-
-
 def empty_reason(con, name: str, values: dict, candidates: int) -> str:
     """Why DATASETS[name] with these values has no labelled candidate: worked out from the store
     (over a connection holding the `candidate` table). One sentence with the fix."""
@@ -389,7 +384,7 @@ def empty_reason(con, name: str, values: dict, candidates: int) -> str:
         "JOIN (SELECT DISTINCT engine, limit_kind, limit_value, position_key FROM labels) USING (position_key) "
         "GROUP BY ALL ORDER BY n DESC, 1, 2, 3"
     ).fetchall()
-    label_cmd = f"`chess-pipeline label {label_flags(kind, value)}`"
+    label_cmd = f"`chess-pipeline label {Limit(kind, value).flags}`"
     if not cover:
         [(total,)] = con.execute("SELECT count(*) FROM labels").fetchall()
         if not total:
@@ -405,7 +400,7 @@ def empty_reason(con, name: str, values: dict, candidates: int) -> str:
     if spec.search:  # static labels only: no other setting to build from
         return f"no {want} for its {candidates:,} candidate positions; the store has labels for {has}: run {label_cmd}"
     e0, k0, v0, _ = cover[0]
-    use = label_flags(k0, v0, "--label-") + (f' --label-engine "{e0}"' if engine and e0 != engine else "")
+    use = Limit(k0, v0).flags + (f' --label-engine "{e0}"' if engine and e0 != engine else "")
     return (
         f"no {want} for its {candidates:,} candidate positions; the store has labels for {has}: "
         f"run {label_cmd}, or build from those with `chess-pipeline datasets {name} {use}`"
@@ -585,7 +580,7 @@ def dataset_problem(store: Store, name: str) -> str:
             if candidates - unlabelled:
                 again = f"chess-pipeline datasets {name}"
                 if "label_kind" in values and any(values[k] != DATASETS[name].defaults[k] for k in _LABEL):
-                    again += " " + label_flags(values["label_kind"], values["label_value"], "--label-")
+                    again += " " + Limit(values["label_kind"], values["label_value"]).flags
                     again += f' --label-engine "{values["label_engine"]}"' if values["label_engine"] else ""
                 return (
                     f"{name} has no rows, but the store now has {candidates - unlabelled:,} positions for it "

@@ -126,6 +126,12 @@ class Limit:
     def slug(self) -> str:
         return "static" if self.kind == "static" else f"{self.kind}-{self.value}"
 
+    @property
+    def flags(self) -> str:
+        """The CLI flags naming this setting, the same in `label`, `datasets` and `reproduce`:
+        `--depth 8`, `--nodes 10000`, `--static` (assets.cli.flags.add_limit_flags)."""
+        return "--static" if self.kind == "static" else f"--{self.kind} {self.value}"
+
     def commands(self) -> bytes:
         if self.kind == "static":
             return b"eval\nisready\n"

@@ -642,7 +642,7 @@ def test_datasets_and_train_name_missing_labels_in_one_line_and_label_flags_choo
     fix = (
         "no depth-8 labels for its 47 candidate positions; the store has labels for depth 6 (47 of them): "
         "run `chess-pipeline label --depth 8`, or build from those with "
-        "`chess-pipeline datasets sabatelli_3class --label-depth 6`"
+        "`chess-pipeline datasets sabatelli_3class --depth 6`"
     )
     rc, out, err = _home_in_process(capsys, home, "datasets", "sabatelli_3class")
     assert rc == 1 and out == "" and err == f"chess-pipeline datasets: sabatelli_3class has no rows: {fix}\n"
@@ -652,13 +652,13 @@ def test_datasets_and_train_name_missing_labels_in_one_line_and_label_flags_choo
         and out == ""
         and err == (f"chess-pipeline train: mlp_bitmap_3class cannot train: sabatelli_3class has no rows: {fix}\n")
     )
-    # --label-depth 6 builds it from the depth-6 labels: every row, each target from its label.
+    # --depth 6 builds it from the depth-6 labels: every row, each target from its label.
     rc, out, err = _home_in_process(
         capsys,
         home,
         "datasets",
         "sabatelli_3class",
-        "--label-depth",
+        "--depth",
         "6",
         "--val-fraction",
         "0",
@@ -678,11 +678,11 @@ def test_datasets_and_train_name_missing_labels_in_one_line_and_label_flags_choo
         s = -score if stm == "b" else score
         assert target == (0 if s < -150 else 2 if s > 150 else 1)
     # Bad flags: one line each.
-    rc, _, err = _home_in_process(capsys, home, "datasets", "deepchess", "--label-depth", "6")
+    rc, _, err = _home_in_process(capsys, home, "datasets", "deepchess", "--depth", "6")
     assert rc == 1 and err.count("\n") == 1
     assert err.startswith("chess-pipeline datasets: deepchess takes no label setting")
-    rc, _, err = _home_in_process(capsys, home, "datasets", "sabatelli_3class", "--label-depth", "0")
-    assert rc == 1 and err == "chess-pipeline datasets: --label-depth: depth limit must be at least 1, got 0\n"
+    rc, _, err = _home_in_process(capsys, home, "datasets", "sabatelli_3class", "--depth", "0")
+    assert rc == 1 and err == "chess-pipeline datasets: --depth: depth limit must be at least 1, got 0\n"
 
 
 @pytest.mark.slow  # an ingest through Dagster, then the command

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 CLI = Path(sys.executable).parent / "chess-pipeline"
 MODEL = "mlp_bitmap_3class"
-ARGS = [MODEL, "--profile", "quick", "--label-static", "--quick-eval", "--max-epochs", "1", "--openings", "1"]
+ARGS = [MODEL, "--profile", "quick", "--static", "--quick-eval", "--max-epochs", "1", "--openings", "1"]
 
 
 def _env(tmp: Path) -> dict:

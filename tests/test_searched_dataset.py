@@ -52,7 +52,7 @@ def built(tmp_path_factory, fics_2022):
     home = [str(CLI), "--home", str(tmp / "store")]
     _run(*home, "ingest", str(pgn))
     _run(*home, "label", "--static")
-    done = _run(*home, "datasets", "sabatelli_regression", NAME, "--label-static")
+    done = _run(*home, "datasets", "sabatelli_regression", NAME, "--static")
     return home, tmp / "store" / "datasets", done.stdout
 
 

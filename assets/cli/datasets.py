@@ -7,7 +7,7 @@ from typing import Any
 
 import dagster as dg
 
-from assets.cli.flags import add_field_flag
+from assets.cli.flags import add_field_flag, add_limit_flags, limit_from_args
 from assets.cli.runtime import materializations, materialize, open_instance, open_store, require_success
 from assets.records import DatasetMetadata
 from pipeline import duck
@@ -86,7 +86,8 @@ def check_request(names: list[str], label: dict[str, Any]) -> list[str]:
     if label and not any(takes_labels(n) for n in names):
         raise SystemExit(
             f"chess-pipeline datasets: {', '.join(names)} {'takes' if len(names) == 1 else 'take'} no "
-            f"label setting (built from the games alone); the --label-* flags are for "
+            f"label setting (built from the games alone); the label flags (--depth, --nodes, --static, "
+            f"--label-engine) are for "
             f"{', '.join(n for n in DATASETS if takes_labels(n))}"
         )
     searched = [n for n in names if DATASETS[n].search]
@@ -94,7 +95,7 @@ def check_request(names: list[str], label: dict[str, Any]) -> list[str]:
         raise SystemExit(
             f"chess-pipeline datasets: {', '.join(searched)} {'is' if len(searched) == 1 else 'are'} built on "
             "static labels only (its searched children are labelled by Stockfish's static eval): give "
-            "--label-static, or no label setting"
+            "--static, or no label setting"
         )
     if searched:
         try:
@@ -152,18 +153,10 @@ def print_result(result: DatasetsResult) -> None:
 
 
 def label_setting(args: argparse.Namespace) -> dict[str, Any]:
-    """The dataset config's label fields the --label-* flags set ({} when none is given)."""
-    from pipeline.engine import LIMIT_KINDS, Limit
-
-    setting = {}
-    for kind in LIMIT_KINDS:
-        given = getattr(args, f"label_{kind}", None)
-        if given is not None and given is not False:
-            try:
-                limit = Limit(kind, 0 if given is True else given)
-            except ValueError as e:
-                raise SystemExit(f"chess-pipeline datasets: --label-{kind}: {e}") from None
-            setting = {"label_kind": limit.kind, "label_value": limit.value}
+    """The dataset config's label fields the label flags set (--depth N / --nodes N / --static,
+    --label-engine NAME; {} when none is given)."""
+    limit = limit_from_args(args, "datasets")
+    setting = {} if limit is None else {"label_kind": limit.kind, "label_value": limit.value}
     if getattr(args, "label_engine", None) is not None:
         setting["label_engine"] = args.label_engine
     return setting
@@ -192,10 +185,10 @@ def cmd_datasets(args: argparse.Namespace) -> None:
 
 
 def _add_label_flags(parser: argparse.ArgumentParser) -> None:
-    """--label-depth N / --label-nodes N / --label-static and --label-engine NAME: the fields of
-    pipeline.datasets.LabelSetting, their help and defaults taken from it."""
+    """--depth N / --nodes N / --static (the labels of `label` with the same flags) and
+    --label-engine NAME: the fields of pipeline.datasets.LabelSetting, their help and defaults
+    taken from it."""
     from pipeline.datasets import DATASETS, LabelSetting, setting_text
-    from pipeline.engine import LIMIT_KINDS
 
     default = LabelSetting()
     docs = field_docs(LabelSetting)
@@ -206,12 +199,7 @@ def _add_label_flags(parser: argparse.ArgumentParser) -> None:
         f"{docs['label_kind']} Default: {setting_text(default.label_kind, default.label_value)}. "
         f"For the datasets built from labels: {takers}; and {searched}, static only.".replace("%", "%%"),
     )
-    one = g.add_mutually_exclusive_group()
-    for k in LIMIT_KINDS:
-        if k == "static":
-            one.add_argument("--label-static", action="store_true", help="the labels of `label --static`")
-        else:
-            one.add_argument(f"--label-{k}", type=int, metavar="N", help=f"the labels of `label --{k} N`")
+    add_limit_flags(g, lambda kind: "the labels `label` made with the same flag")
     g.add_argument(
         "--label-engine",
         metavar="NAME",

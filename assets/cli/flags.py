@@ -5,13 +5,15 @@ and the field's docstring as help). A flag the README and scripts know under ano
 (`label --limit` sets LabelRun.max_positions, `--timeout` EngineSettings.timeout_s) comes from
 `add_field_flag`: the same help, default and choices, from the same field, under its own name.
 Fields of a Dagster config class declared by hand (e.g. LabelsConfig.max_minutes) give their
-pydantic description and default the same way.
+pydantic description and default the same way. The label setting (a pipeline.engine.Limit) is
+asked for by the same flags in every command: `add_limit_flags` and `limit_from_args`.
 """
 
 import argparse
 import dataclasses
 from typing import Any
 
+from pipeline.engine import LIMIT_KINDS, Limit
 from pipeline.settings import field_docs, field_type, literal_choices
 
 
@@ -59,3 +61,39 @@ def add_field_flag(parser, cls: type, name: str, *flags: str, **kwargs) -> argpa
         kwargs["help"] = kwargs["help"].format(default=_show(default))
     kwargs["help"] = kwargs["help"].replace("%", "%%")
     return parser.add_argument(*flags, **kwargs)
+
+
+OLD_LIMIT_PREFIX = "--label-"
+"""The spelling `datasets` and `reproduce` had for the label setting (`--label-depth 6`): still
+read, hidden from --help, for commands written with it (README.md, docs/results/, scripts)."""
+
+
+def add_limit_flags(parser, help_of, default: Limit | None = None) -> None:
+    """--depth N / --nodes N / --static: one pipeline.engine.Limit, the label setting, in every
+    command that asks for one (`label` labels with it, `datasets` and `reproduce` read its labels).
+    help_of(kind) is each flag's help (it may say "{default}": the default setting's value); a
+    default Limit adds "(default ...)" to its own kind's flag. Read back by limit_from_args."""
+    one = parser.add_mutually_exclusive_group()
+    for kind in LIMIT_KINDS:
+        given = {"action": "store_true"} if kind == "static" else {"type": int, "metavar": "N"}
+        text = help_of(kind)
+        if default is not None and default.kind == kind:
+            text += f" (default: {default})" if kind == "static" else f" (default {default.value})"
+        one.add_argument(f"--{kind}", dest=f"limit_{kind}", default=None, help=text.replace("%", "%%"), **given)
+        one.add_argument(
+            f"{OLD_LIMIT_PREFIX}{kind}", dest=f"limit_{kind}", default=None, help=argparse.SUPPRESS, **given
+        )
+
+
+def limit_from_args(args: argparse.Namespace, command: str, default: Limit | None = None) -> Limit | None:
+    """The Limit the flags of add_limit_flags give (`default` when none is given); a bad value is
+    one line naming the flag (SystemExit)."""
+    for kind in LIMIT_KINDS:
+        given = getattr(args, f"limit_{kind}", None)
+        if given is None or given is False:
+            continue
+        try:
+            return Limit(kind, 0 if given is True else given)
+        except ValueError as e:
+            raise SystemExit(f"chess-pipeline {command}: --{kind}: {e}") from None
+    return default

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from assets.cli.checks import exit_on_check_errors, failed_checks
-from assets.cli.flags import add_field_flag
+from assets.cli.flags import add_field_flag, add_limit_flags, limit_from_args
 from assets.cli.progress import run_bar
 from assets.cli.runtime import materializations, materialize, open_instance, open_store, require_success
 from assets.records import LabelsMetadata
@@ -141,12 +141,7 @@ def config_from_args(args: argparse.Namespace):
     from assets.labels import LabelsConfig
     from assets.resources import StockfishResource
 
-    if args.static:
-        limit = Limit("static", 0)
-    elif args.nodes:
-        limit = Limit("nodes", args.nodes)
-    else:
-        limit = Limit("depth", args.depth)
+    limit = limit_from_args(args, "label", Limit())
     from pipeline.labels import SHARD_LEASE_MIN_TTL_S, SHARD_LEASE_TTL_S
 
     if not args.shard_lease >= SHARD_LEASE_MIN_TTL_S:  # said as the flag, not as the run config's field
@@ -154,18 +149,13 @@ def config_from_args(args: argparse.Namespace):
             f"chess-pipeline label: --shard-lease must be at least {SHARD_LEASE_MIN_TTL_S:g} seconds "
             f"(default {SHARD_LEASE_TTL_S:g}), got {args.shard_lease:g}"
         )
-    run = from_namespace(
-        LabelRun, args, names=RUN_FLAGS, limit=limit, max_positions=args.limit, shard_lease_ttl_s=args.shard_lease
-    )
-    config = LabelsConfig(
-        limit=run.limit.kind,
-        value=run.limit.value,
-        max_positions=run.max_positions,
+    # The run config, not a LabelRun: the asset makes the one LabelRun of a run (LabelsConfig.run).
+    config = LabelsConfig.of(
+        limit,
+        max_positions=args.limit,
         max_minutes=args.minutes,
-        relabel=run.relabel,
-        order=run.order,
-        retry_failed=run.retry_failed,
-        shard_lease_ttl_s=run.shard_lease_ttl_s,
+        shard_lease_ttl_s=args.shard_lease,
+        **{name: getattr(args, name) for name in RUN_FLAGS},
     )
     engine = from_namespace(
         EngineSettings, args, names=ENGINE_FLAGS, timeout_s=args.timeout, clear_hash=not args.keep_hash
@@ -205,6 +195,12 @@ def _count(text: str) -> int:
     return value
 
 
+LIMIT_HELP = {
+    "depth": "search depth",
+    "nodes": "search nodes instead of a depth",
+    "static": "Stockfish's static evaluation (`eval`), no search",
+}
+"""What each kind of label setting does, as `label`'s flags say it."""
 RUN_FLAGS = ["relabel", "order", "retry_failed"]
 """LabelRun's fields that are flags of their own name."""
 ENGINE_FLAGS = ["workers", "retries"]
@@ -215,16 +211,7 @@ def add_parser(sub) -> None:
     from assets.labels import LabelsConfig
 
     s = sub.add_parser("label", help="label distinct positions with Stockfish through Dagster (the labels asset)")
-    default = Limit()
-    g = s.add_mutually_exclusive_group()
-    g.add_argument(
-        "--depth",
-        type=int,
-        default=default.value if default.kind == "depth" else 8,
-        help=f"search depth (default {default.value if default.kind == 'depth' else 8})",
-    )
-    g.add_argument("--nodes", type=int, default=0, help="search nodes instead of a depth")
-    g.add_argument("--static", action="store_true", help="Stockfish's static evaluation (`eval`), no search")
+    add_limit_flags(s, LIMIT_HELP.get, Limit())
     add_field_flag(s, LabelRun, "max_positions", "--limit", metavar="N")
     add_field_flag(s, LabelsConfig, "max_minutes", "--minutes", metavar="MINUTES")
     add_arguments(s, EngineSettings, names=["workers"])

@@ -26,9 +26,10 @@ from typing import get_args
 
 import dagster as dg
 
-from assets.cli.flags import add_field_flag
+from assets.cli.flags import add_field_flag, add_limit_flags, limit_from_args
 from assets.cli.runtime import failure_message, materialize, open_instance, open_store
 from pipeline import duck
+from pipeline.engine import Limit
 from pipeline.settings import from_namespace
 from pipeline.store import Store
 from training.choices import Profile
@@ -50,10 +51,9 @@ class ReproduceConfig:
     """Model assets to reproduce (empty: every model but mlp_search_regression, ours on searched positions)."""
     profile: Profile = "full"
     """Training profile: full (the published schedules) or quick (a few CPU minutes a model)."""
-    label_depth: int = 8
-    """Stockfish depth of the labels (reproducible setting: a fresh hash for every position)."""
-    label_static: bool = False
-    """Label with Stockfish's static evaluation instead of a search (for a fast, small run)."""
+    label: Limit = Limit()
+    """The label setting (--depth N, --nodes N, or --static: Stockfish's static evaluation, for a fast,
+    small run); reproducible: a fresh hash for every position."""
     max_epochs: int = 0
     """At most this many epochs a model, below its profile's (0: the profile's); stated in the report."""
     max_train_rows: int = -1
@@ -73,6 +73,14 @@ class ReproduceConfig:
     workers: int = 0
     """Worker processes of ingest, engines of labels, processes of the evaluation's suite searches and match
     games (0: one per core)."""
+
+
+LABEL_HELP = {
+    "depth": "Stockfish depth of the labels",
+    "nodes": "Stockfish nodes of the labels instead of a depth",
+    "static": "label with Stockfish's static evaluation instead of a search (for a fast, small run)",
+}
+"""What each kind of label setting does, as `reproduce`'s flags say it (ReproduceConfig.label)."""
 
 
 def openings_help() -> str:
@@ -101,7 +109,6 @@ def quick_eval_help() -> str:
 def check_config(cfg: ReproduceConfig) -> None:
     """Refuse a bad setting with one line, before any store work."""
     problems = [
-        ("--label-depth", cfg.label_depth, 1, ""),
         ("--max-epochs", cfg.max_epochs, 0, " (0: the profile's)"),
         ("--max-train-rows", cfg.max_train_rows, -1, " (0 or -1: the profile's)"),
         ("--openings", cfg.openings, 0, " (0: the evaluation's)"),
@@ -126,7 +133,7 @@ def settings_text(cfg: ReproduceConfig, kind: str) -> str:
     """The settings that decide what a step of this kind (STEP_KINDS) holds: a change of them
     redoes those steps, and what is downstream of them through their inputs' changes; a change of
     another kind's settings keeps them (a new --hours retrains, and keeps the datasets)."""
-    label = "static" if cfg.label_static else f"depth-{cfg.label_depth}"
+    label = cfg.label.slug
     if kind == "dataset":
         return f"labels={label}"
     if kind == "model":
@@ -323,11 +330,7 @@ def op_configs(cfg: ReproduceConfig, names: list[str], settings: dict[str, str],
     from pipeline.datasets import DATASETS
     from pipeline.reproduction import PUBLISHED_SPLIT
 
-    label = (
-        {"label_kind": "static", "label_value": 0}
-        if cfg.label_static
-        else {"label_kind": "depth", "label_value": cfg.label_depth}
-    )
+    label = {"label_kind": cfg.label.kind, "label_value": cfg.label.value}
     quick = QUICK_EVALUATION if cfg.quick_eval else {"suites": {}, "matches": {}, "head_to_head": {}}
     matches, head = dict(quick["matches"]), dict(quick["head_to_head"])
     if cfg.openings:
@@ -635,11 +638,7 @@ def _reproduce(
 
     keys, ingested = ingest_missing(store, instance, paths, cfg.workers)
     materialize([duckdb_views], store, instance)
-    setting = (
-        LabelsConfig(limit="static", archives=keys)
-        if cfg.label_static
-        else LabelsConfig(limit="depth", value=cfg.label_depth, archives=keys)
-    )
+    setting = LabelsConfig.of(cfg.label, archives=keys)
     labelled = label.label(store, instance, setting, StockfishResource(workers=cfg.workers))
     label.print_result(labelled)
     if ledger is not None:
@@ -650,7 +649,7 @@ def _reproduce(
     }
     settings = {
         "archives": f"{len(keys)} ({cfg.archives!r} in {cfg.data})",
-        "labels": ("Stockfish static evaluation" if cfg.label_static else f"Stockfish depth {cfg.label_depth}")
+        "labels": ("Stockfish static evaluation" if cfg.label.kind == "static" else f"Stockfish {cfg.label}")
         + ", reproducible setting (fresh hash each position)",
         "profile": cfg.profile,
         "bounds": bounds_text(cfg),
@@ -665,8 +664,9 @@ def _reproduce(
 
 
 def cmd_reproduce(args: argparse.Namespace) -> None:
-    flagged = [f.name for f in fields(ReproduceConfig) if f.name != "models"]
-    cfg = from_namespace(ReproduceConfig, args, flagged, models=tuple(args.models))
+    flagged = [f.name for f in fields(ReproduceConfig) if f.name not in ("models", "label")]
+    label = limit_from_args(args, "reproduce", ReproduceConfig.label)  # refused in one line before any store work
+    cfg = from_namespace(ReproduceConfig, args, flagged, models=tuple(args.models), label=label)
     check_config(cfg)  # before a store is made
     check_models(cfg.models)
     select_archives(cfg)
@@ -698,8 +698,7 @@ def add_parser(sub) -> None:
     add_field_flag(s, ReproduceConfig, "archives", "--archives", metavar="GLOB")
     add_field_flag(s, ReproduceConfig, "suites", "--suites", metavar="FOLDER")
     add_field_flag(s, ReproduceConfig, "profile", "--profile", choices=get_args(Profile))
-    add_field_flag(s, ReproduceConfig, "label_depth", "--label-depth", metavar="N")
-    add_field_flag(s, ReproduceConfig, "label_static", "--label-static", action="store_true")
+    add_limit_flags(s, LABEL_HELP.get, ReproduceConfig.label)
     add_field_flag(s, ReproduceConfig, "max_epochs", "--max-epochs", metavar="N")
     add_field_flag(s, ReproduceConfig, "max_train_rows", "--max-train-rows", metavar="N")
     add_field_flag(s, ReproduceConfig, "hours", "--hours", metavar="H")

@@ -197,7 +197,9 @@ def test_every_dataset_builds_with_its_defaults(small_store, stockfish):
             assert stats.overlap == {"train/val": 0, "train/test": 0, "val/test": 0}, name
             if spec.search:  # the store has depth labels only: no rows, and why (growing: test_search_positions)
                 assert stats.empty_reason.startswith("no static labels for its 47 candidate positions"), name
-                assert stats.searched == [] and "--label-" not in stats.empty_reason  # static only: no other setting
+                # static only: no other setting to build from
+                assert stats.searched == [] and "--label-" not in stats.empty_reason
+                assert "build from those" not in stats.empty_reason
                 with pytest.raises(ValueError, match="labelled by Stockfish: give it the engine pool"):
                     build_dataset(small_store, name, split=split)  # without the engine: one line, nothing built
 
@@ -250,7 +252,7 @@ def test_a_set_without_labels_of_its_setting_names_the_settings_the_store_has(de
         "no depth-8 labels for its 47 candidate positions; the store has labels for depth 6 (47 of them)"
     )
     assert "`chess-pipeline label --depth 8`" in stats.empty_reason
-    assert "`chess-pipeline datasets sabatelli_3class --label-depth 6`" in stats.empty_reason
+    assert "`chess-pipeline datasets sabatelli_3class --depth 6`" in stats.empty_reason
     # ... and that setting builds it, every row's target from its depth-6 label.
     stats = build_dataset(
         depth6_store, "sabatelli_3class", {"label_value": 6}, SplitConfig(val_fraction=0, test_fraction=0)
@@ -266,7 +268,7 @@ def test_an_engine_no_label_came_from_is_named_with_the_one_that_did(depth6_stor
         f"no depth-6 labels by Stockfish 99 for its {ALL_RATED_ROWS} candidate "
         f"positions; the store has labels for depth 6 by {engine}"
     )
-    assert f'--label-depth 6 --label-engine "{engine}"`' in stats.empty_reason
+    assert f'--depth 6 --label-engine "{engine}"`' in stats.empty_reason
 
 
 def test_a_store_without_labels_says_to_label_it(unlabelled_store):
@@ -322,7 +324,7 @@ def test_dataset_problem_says_what_keeps_training_from_starting(depth6_store):
     build_dataset(depth6_store, "sabatelli_20class")
     problem = dataset_problem(depth6_store, "sabatelli_20class")
     assert problem.startswith("sabatelli_20class has no rows: no depth-8 labels for its 47 candidate positions")
-    assert "--label-depth 6`" in problem
+    assert "--depth 6`" in problem
     build_dataset(depth6_store, "sabatelli_20class", {"label_value": 6}, SplitConfig(val_fraction=0, test_fraction=0))
     assert dataset_problem(depth6_store, "sabatelli_20class").startswith(
         "sabatelli_20class has no val or test rows (train 47, val 0, test 0)"

@@ -92,7 +92,7 @@ def test_max_epochs_and_rows_cap_each_models_profile_never_raise_it(model, profi
         ("--max-train-rows", "-2", "--max-train-rows must be -1 or more"),
         ("--openings", "-3", "--openings must be 0 or more"),
         ("--workers", "-1", "--workers must be 0 or more"),
-        ("--label-depth", "0", "--label-depth must be 1 or more"),
+        ("--depth", "0", "--depth: depth limit must be at least 1, got 0"),
     ],
 )
 def test_bad_numbers_are_refused_in_one_line_before_any_store_work(tmp_path, monkeypatch, flag, value, words):
@@ -142,13 +142,14 @@ def test_each_step_is_kept_under_its_own_settings():
     from assets.cli.reproduce import ReproduceConfig, settings_text, step_kind
     from assets.reproduce import job_assets
     from pipeline.datasets import DATASETS
+    from pipeline.engine import Limit
 
     base = ReproduceConfig(profile="full")
     for other in (ReproduceConfig(profile="full", hours=8.0), ReproduceConfig(profile="full", max_epochs=3)):
         assert settings_text(base, "model") != settings_text(other, "model")
         assert settings_text(base, "dataset") == settings_text(other, "dataset")
         assert settings_text(base, "evaluation") == settings_text(other, "evaluation")
-    static = ReproduceConfig(profile="full", label_static=True)
+    static = ReproduceConfig(profile="full", label=Limit("static"))
     assert settings_text(base, "dataset") != settings_text(static, "dataset")
     names = job_assets()
     kinds = {n: step_kind(n) for n in names}

@@ -131,7 +131,7 @@ def test_datasets_builds_the_searched_set_when_named_on_static_labels_and_with_s
     engine.chmod(0o755)
     monkeypatch.setenv("STOCKFISH_PATH", str(engine))
     assert check_request([SEARCHED], {}) == [SEARCHED]
-    with pytest.raises(SystemExit, match=f"{SEARCHED} is built on static labels only .*give --label-static"):
+    with pytest.raises(SystemExit, match=f"{SEARCHED} is built on static labels only .*give --static"):
         check_request([SEARCHED, "sabatelli_3class"], depth)
     monkeypatch.setenv("STOCKFISH_PATH", str(tmp_path / "absent"))
     with pytest.raises(SystemExit) as e:
