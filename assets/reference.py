@@ -108,16 +108,8 @@ PACKAGES = ("pipeline", "training", "assets")
 
 
 def where(cls: type) -> str:
-    """module.name of a class; a class made with type() (whose __module__ is then `abc` or
-    another outside module) is named by the module of the asset function that takes it."""
-    module = cls.__module__
-    if module.split(".")[0] not in PACKAGES:
-        module = _MADE_IN.get(cls, module)
-    return f"{module}.{cls.__qualname__}"
-
-
-_MADE_IN: dict[type, str] = {}
-"""Config class made with type() -> the module of an asset function taking it (set by _config_of)."""
+    """module.name of a class."""
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def discovered(defs: dg.Definitions) -> dict[str, list[type]]:
@@ -154,10 +146,7 @@ def _group_rank(group: str, rank: dict[str, int]) -> tuple[int, str]:
 def _config_of(ad: dg.AssetsDefinition) -> type | None:
     """The run config class an asset's compute function takes (its `config` parameter's)."""
     fn = ad.op.compute_fn.decorated_fn
-    config = typing.get_type_hints(fn).get("config")
-    if config is not None:
-        _MADE_IN.setdefault(config, fn.__module__)
-    return config
+    return typing.get_type_hints(fn).get("config")
 
 
 def takers(defs: dg.Definitions) -> dict[str, list[str]]:

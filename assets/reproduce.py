@@ -61,6 +61,7 @@ def split_config(name: str) -> type:
             "split_by": Field(default="position", description=base.model_fields["split_by"].description),
             "leakage_guard": Field(default=False, description=base.model_fields["leakage_guard"].description),
             "__doc__": f"{base.__doc__}\n\nDefaults: the published protocol (split by position, no leakage guard).",
+            "__module__": __name__,
         },
     )
 
