@@ -127,7 +127,7 @@ def split_model_asset(name: str) -> dg.AssetsDefinition:
 
 SEARCHED = [n for n, spec in DATASETS.items() if spec.search]
 """Datasets grown by searched children (ours, no published figure, on static labels only: the
-reproduction labels by depth unless --label-static): neither split as published nor in the
+reproduction labels by depth unless --static): neither split as published nor in the
 reproduction's job."""
 REPRODUCED = [m for m in MODELS if MODELS[m].dataset not in SEARCHED]
 """The models the reproduction trains and evaluates: every model asset but those of a SEARCHED

@@ -15,7 +15,7 @@
 # 6.5 MB instead of 26 for the CNN.
 #
 # Prepare here: a store with the two datasets (chess-pipeline --home H ingest ../shared/data/pgn;
-# label --static; datasets sabatelli_3class sabatelli_regression --label-static), copied to a
+# label --static; datasets sabatelli_3class sabatelli_regression --static), copied to a
 # folder the working tree ignores (.gpu/store/datasets/{_schema.parquet,sabatelli_3class,
 # sabatelli_regression}: 16 MB), and wheels of duckdb and chess for Python 3.12 in .whl/ (the
 # README's GPU section). There: PY=python3 bash benchmarks/gpu_lease.sh, after installing the

@@ -42,9 +42,6 @@ def _reproduce(argv: list[str]) -> Limit:
         (["--depth", "6"], Limit("depth", 6)),
         (["--nodes", "500"], Limit("nodes", 500)),
         (["--static"], Limit("static")),
-        # The old spelling of datasets and reproduce, still in README.md and docs/results/.
-        (["--label-depth", "6"], Limit("depth", 6)),
-        (["--label-static"], Limit("static")),
     ],
 )
 def test_every_command_reads_the_label_setting_from_the_same_flags(read, argv, limit):
@@ -60,7 +57,7 @@ def test_a_bad_label_setting_is_one_line_naming_the_flag(command, capsys):
         limit_from_args(args, command[0])
     assert str(e.value) == f"chess-pipeline {command[0]}: --depth: depth limit must be at least 1, got 0"
     with pytest.raises(SystemExit):  # two settings at once: argparse refuses, as before
-        build_parser().parse_args([*command, "--depth", "6", "--label-static"])
+        build_parser().parse_args([*command, "--depth", "6", "--static"])
     assert "not allowed with argument" in capsys.readouterr().err
 
 

@@ -63,11 +63,6 @@ def add_field_flag(parser, cls: type, name: str, *flags: str, **kwargs) -> argpa
     return parser.add_argument(*flags, **kwargs)
 
 
-OLD_LIMIT_PREFIX = "--label-"
-"""The spelling `datasets` and `reproduce` had for the label setting (`--label-depth 6`): still
-read, hidden from --help, for commands written with it (README.md, docs/results/, scripts)."""
-
-
 def add_limit_flags(parser, help_of, default: Limit | None = None) -> None:
     """--depth N / --nodes N / --static: one pipeline.engine.Limit, the label setting, in every
     command that asks for one (`label` labels with it, `datasets` and `reproduce` read its labels).
@@ -80,9 +75,6 @@ def add_limit_flags(parser, help_of, default: Limit | None = None) -> None:
         if default is not None and default.kind == kind:
             text += f" (default: {default})" if kind == "static" else f" (default {default.value})"
         one.add_argument(f"--{kind}", dest=f"limit_{kind}", default=None, help=text.replace("%", "%%"), **given)
-        one.add_argument(
-            f"{OLD_LIMIT_PREFIX}{kind}", dest=f"limit_{kind}", default=None, help=argparse.SUPPRESS, **given
-        )
 
 
 def limit_from_args(args: argparse.Namespace, command: str, default: Limit | None = None) -> Limit | None:
