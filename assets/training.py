@@ -1,6 +1,5 @@
 """Value networks trained from the dataset assets: one asset per published model."""
 
-import math
 import time
 
 import dagster as dg
@@ -14,55 +13,37 @@ from pipeline.datasets import dataset_problem, protocol_text
 from pipeline.evaluation import write_model_metrics
 from pipeline.plots import confusion_png, learning_curves_png
 from pipeline.published import DEEPCHESS
-from pipeline.store import atomic_path
+from pipeline.store_files import atomic_path
 from training.catalog import MODELS, PROFILES, schedule  # noqa: F401 (PROFILES: re-exported)
 from training.choices import Profile
-from training.config import TrainConfig
+from training.config import ScheduleOverrides, TrainConfig
 
 
 class _ProfileRunConfig(DescribedConfig):
-    """The training schedule: a profile (PROFILES) and the settings that override it."""
+    """The training schedule: a profile (PROFILES), then the overrides of it (ScheduleOverrides)."""
 
     profile: Profile = "quick"
     """quick (a few CPU minutes) or full (the published schedules)."""
-    epochs: int = 0
-    """Most epochs; 0 takes the profile's."""
-    max_train_rows: int = -1
-    """Train rows to use (0: all); -1 takes the profile's."""
-    batch_size: int = 0
-    """Rows per training step; 0 takes the profile's."""
-    max_minutes: float = -1.0
-    """Stop training once this wall time has passed (minutes, pretraining included: it gets at most
-    half), cutting the epoch short and saying so in the metadata (`stopped_by`); 0: no bound; -1
-    takes the profile's."""
 
+
+_ScheduleRunConfig = config_from(ScheduleOverrides, name="_ScheduleRunConfig", base=_ProfileRunConfig)
 
 TrainRunConfig = config_from(
     TrainConfig,
     name="TrainRunConfig",
-    base=_ProfileRunConfig,
+    base=_ScheduleRunConfig,
     names=["lr", "seed", "device"],
-    doc="A model asset's run config: a profile and its overrides, then training.train.TrainConfig's "
-    "lr, seed and device (the other TrainConfig fields come from the model and the profile).",
+    doc="A model asset's run config: a profile and its overrides (training.config.ScheduleOverrides: left "
+    "out, the profile's), then training.train.TrainConfig's lr, seed and device (the other TrainConfig "
+    "fields come from the model and the profile).",
 )
 
 
 def train_config(name: str, run: TrainRunConfig, store_root: str, out: str) -> TrainConfig:
+    """The TrainConfig of model `name` under a run config: its profile's schedule with the
+    overrides given in place of the profile's (ValueError, one line, for a bad override)."""
     m = MODELS[name]
-    p = schedule(name, run.profile)
-    if run.epochs:
-        p["epochs"] = run.epochs
-    if run.max_train_rows >= 0:
-        p["max_train_rows"] = run.max_train_rows
-    if run.batch_size:
-        p["batch_size"] = run.batch_size
-    if run.max_minutes != -1:
-        if not (math.isfinite(run.max_minutes) and run.max_minutes >= 0):
-            raise ValueError(
-                "max_minutes must be -1 (the profile's), 0 (no bound) or a positive number of minutes; "
-                f"got {run.max_minutes!r}"
-            )
-        p["max_minutes"] = run.max_minutes
+    p = run.to_dataclass(ScheduleOverrides).replace(schedule(name, run.profile))
     return run.to_dataclass(
         TrainConfig,
         store=store_root,

@@ -131,7 +131,7 @@ def test_a_share_never_raises_a_profiles_own_bound():
     quick = rp.train_run(cfg, "mlp_bitmap_3class", minutes=30.0)
     assert train_config("mlp_bitmap_3class", quick, "", "").max_minutes == 3.0  # the quick profile's 3 minutes
     assert train_config("mlp_bitmap_3class", rp.train_run(cfg, "mlp_bitmap_3class", 2.0), "", "").max_minutes == 2.0
-    assert rp.train_run(cfg, "mlp_bitmap_3class").max_minutes == -1  # no budget: the profile's
+    assert rp.train_run(cfg, "mlp_bitmap_3class").max_minutes is None  # no budget: left out, the profile's
     assert "3 minutes (below its time budget share 30 min)" in rp.schedule_text(cfg, "mlp_bitmap_3class", 30.0)
 
 

@@ -101,3 +101,66 @@ def config_choices(cls: type = TrainConfig) -> dict[str, tuple[str, ...]]:
         elif get_origin(hints[f.name]) is Literal:
             out[f.name] = get_args(hints[f.name])
     return out
+
+
+SCHEDULE_BOUNDS = {
+    "epochs": (1, "1 or more"),
+    "max_train_rows": (0, "0 (all) or a number of rows"),
+    "batch_size": (1, "1 or more"),
+    "max_minutes": (0, "0 (no bound) or a positive number of minutes"),
+}
+"""ScheduleOverrides' fields: the least value each takes, and what it takes, in words."""
+
+
+def schedule_problem(values: dict, names: dict | None = None) -> str | None:
+    """What is wrong with the ScheduleOverrides `values` ({field: value}; None: left out), in one
+    line naming each field as `names` has it (a command's flag), or None when nothing is."""
+    for field_name, value in values.items():
+        least, words = SCHEDULE_BOUNDS[field_name]
+        if value is not None and not (math.isfinite(value) and value >= least):
+            name = (names or {}).get(field_name, field_name)
+            return f"{name} must be {words}, or left out (the profile's); got {value!r}"
+    return None
+
+
+@dataclass(frozen=True)
+class ScheduleOverrides:
+    """Changes to a training profile's schedule (training.catalog.schedule: PROFILES and the
+    model's own), with one meaning per value wherever they are asked for (`chess-pipeline train`,
+    a model asset's run config, `chess-pipeline reproduce`): left out (None) keeps the profile's;
+    0 train rows or 0 minutes is no bound, as in TrainConfig; any other number is that number.
+    `train` and the model assets put a value in place of the profile's (`replace`); `reproduce`
+    takes it as a cap, never above the profile's (`cap`)."""
+
+    epochs: int | None = None
+    """Most epochs (left out: the profile's)."""
+    max_train_rows: int | None = None
+    """Train rows to use (0: all; left out: the profile's)."""
+    batch_size: int | None = None
+    """Rows per training step (left out: the profile's)."""
+    max_minutes: float | None = None
+    """Stop training once this wall time has passed (minutes, pretraining included: it gets at most
+    half), cutting the epoch short and saying so in the metadata (`stopped_by`); 0: no bound (left
+    out: the profile's)."""
+
+    def __post_init__(self):
+        if problem := schedule_problem(self.given()):
+            raise ValueError(problem)
+
+    def given(self) -> dict:
+        """The overrides given ({field: value}, those not left out)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
+
+    def replace(self, schedule: dict) -> dict:
+        """A profile's TrainConfig settings (training.catalog.schedule) with each value given in
+        place of the profile's."""
+        return {**schedule, **self.given()}
+
+    def cap(self, schedule: dict) -> dict:
+        """A profile's TrainConfig settings with each value given as a bound below the profile's:
+        the smaller of the two, where 0 (no bound) is the larger of any."""
+        out = dict(schedule)
+        for name, value in self.given().items():
+            own = out.get(name, 0)
+            out[name] = min(own, value) if own and value else (own or value)
+        return out

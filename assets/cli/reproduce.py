@@ -16,6 +16,7 @@ runs again from its start (a training run starts a new run folder).
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import sys
@@ -28,11 +29,13 @@ import dagster as dg
 
 from assets.cli.flags import add_field_flag, add_limit_flags, limit_from_args
 from assets.cli.runtime import failure_message, materialize, open_instance, open_store
+from assets.cli.train import add_override_flags, overrides_from_args
 from pipeline import duck
 from pipeline.engine import Limit
 from pipeline.settings import from_namespace
 from pipeline.store import Store
 from training.choices import Profile
+from training.config import ScheduleOverrides
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 SETTINGS_TAG = "chess-pipeline/reproduce"
@@ -54,10 +57,10 @@ class ReproduceConfig:
     label: Limit = Limit()
     """The label setting (--depth N, --nodes N, or --static: Stockfish's static evaluation, for a fast,
     small run); reproducible: a fresh hash for every position."""
-    max_epochs: int = 0
-    """At most this many epochs a model, below its profile's (0: the profile's); stated in the report."""
-    max_train_rows: int = -1
-    """At most this many train rows a model, below its profile's (0 or -1: the profile's); stated in the report."""
+    caps: ScheduleOverrides = ScheduleOverrides()
+    """Bounds on every model's schedule (--max-epochs N, --max-train-rows N: ScheduleOverrides' epochs and
+    max_train_rows), each a cap: a model gets the smaller of its profile's and this, never more; stated in
+    the report."""
     hours: float = 0.0
     """Time budget in hours of run time (0: none): each model run trains at most an equal share of the
     training time left (pipeline.budget: what ingest, labels and datasets leave, less the evaluation's
@@ -74,6 +77,11 @@ class ReproduceConfig:
     """Worker processes of ingest, engines of labels, processes of the evaluation's suite searches and match
     games (0: one per core)."""
 
+
+CAP_FLAGS = {"epochs": "--max-epochs", "max_train_rows": "--max-train-rows"}
+"""`reproduce`'s flag for each ScheduleOverrides field it takes (ReproduceConfig.caps): a cap, hence `--max-`."""
+CAP_NOTE = " A cap: each model gets the smaller of its profile's and this; stated in the report."
+"""What `reproduce` adds to the help of each flag of CAP_FLAGS."""
 
 LABEL_HELP = {
     "depth": "Stockfish depth of the labels",
@@ -109,8 +117,6 @@ def quick_eval_help() -> str:
 def check_config(cfg: ReproduceConfig) -> None:
     """Refuse a bad setting with one line, before any store work."""
     problems = [
-        ("--max-epochs", cfg.max_epochs, 0, " (0: the profile's)"),
-        ("--max-train-rows", cfg.max_train_rows, -1, " (0 or -1: the profile's)"),
         ("--openings", cfg.openings, 0, " (0: the evaluation's)"),
         ("--workers", cfg.workers, 0, " (0: one per core)"),
     ]
@@ -137,13 +143,19 @@ def settings_text(cfg: ReproduceConfig, kind: str) -> str:
     if kind == "dataset":
         return f"labels={label}"
     if kind == "model":
-        return (
-            f"profile={cfg.profile} labels={label} max_epochs={cfg.max_epochs} max_train_rows={cfg.max_train_rows}"
-        ) + (f" hours={cfg.hours:g}" if cfg.hours else "")  # a budget changes what a model holds
+        return (f"profile={cfg.profile} labels={label} {caps_text(cfg.caps)}") + (
+            f" hours={cfg.hours:g}" if cfg.hours else ""
+        )  # a budget changes what a model holds
     if kind == "evaluation":
         suites = Path(cfg.suites).expanduser().resolve()
         return f"eval={'quick' if cfg.quick_eval else 'full'} openings={cfg.openings} suites={suites}"
     raise ValueError(f"step kind must be one of {STEP_KINDS}, got {kind!r}")
+
+
+def caps_text(caps: ScheduleOverrides) -> str:
+    """The caps as a settings text: no cap written as before ScheduleOverrides (max_epochs=0, max_train_rows=-1),
+    so a store's reproduce runs made then are kept; 0 train rows (no cap) the same as none."""
+    return f"max_epochs={caps.epochs or 0} max_train_rows={caps.max_train_rows or -1}"
 
 
 def step_kind(name: str) -> str:
@@ -163,31 +175,26 @@ def step_kind(name: str) -> str:
 def bounds_text(cfg: ReproduceConfig) -> str:
     """The run's bounds below the profile, in words (each model's resolved schedule: schedule_text)."""
     parts = []
-    if cfg.max_epochs:
-        parts.append(f"at most {cfg.max_epochs} epoch(s)")
-    if cfg.max_train_rows > 0:
-        parts.append(f"at most {cfg.max_train_rows:,} train rows")
+    if cfg.caps.epochs:
+        parts.append(f"at most {cfg.caps.epochs} epoch(s)")
+    if cfg.caps.max_train_rows:
+        parts.append(f"at most {cfg.caps.max_train_rows:,} train rows")
     if cfg.hours:
         parts.append(f"a time budget of {cfg.hours:g} h (each model run's share: where its training stopped, below)")
     return "; ".join(parts) or "none"
 
 
 def train_run(cfg: ReproduceConfig, model: str, minutes: float = 0.0):
-    """A model's TrainRunConfig: its profile's schedule (PROFILES and the model's own), with
-    --max-epochs and --max-train-rows as caps (the smaller of the two), never raising it;
-    `minutes` (> 0): its share of the time budget, a cap on the profile's max_minutes likewise."""
+    """A model's TrainRunConfig: its profile's schedule (PROFILES and the model's own) under
+    cfg.caps (ScheduleOverrides.cap: the smaller of the two, never raising it); `minutes` (> 0):
+    its share of the time budget, a cap on the profile's max_minutes likewise. A field not capped
+    is left out (the profile's)."""
     from assets.training import TrainRunConfig
     from training.catalog import schedule
 
-    p = schedule(model, cfg.profile)
-    epochs = min(p["epochs"], cfg.max_epochs) if cfg.max_epochs > 0 else 0
-    rows = -1
-    if cfg.max_train_rows > 0:
-        rows = min(p["max_train_rows"], cfg.max_train_rows) if p["max_train_rows"] > 0 else cfg.max_train_rows
-    limit = -1.0  # the profile's
-    if minutes > 0:
-        limit = min(p["max_minutes"], minutes) if p["max_minutes"] > 0 else minutes
-    return TrainRunConfig(profile=cfg.profile, device="auto", epochs=epochs, max_train_rows=rows, max_minutes=limit)
+    caps = dataclasses.replace(cfg.caps, max_minutes=minutes if minutes > 0 else None)
+    capped = caps.cap(schedule(model, cfg.profile))
+    return TrainRunConfig(profile=cfg.profile, device="auto", **{name: capped[name] for name in caps.given()})
 
 
 def schedule_text(cfg: ReproduceConfig, model: str, minutes: float = 0.0) -> str:
@@ -600,15 +607,17 @@ def reproduce(store: Store, instance: dg.DagsterInstance, cfg: ReproduceConfig) 
 
 def budget_key(cfg: ReproduceConfig) -> str:
     """The settings a time budget belongs to: a command with other settings starts a new one. The
-    same settings written otherwise are the same (a relative folder, the models' order, 0 or -1
-    train rows); the workers and --new-budget are not settings of what is made."""
+    same settings written otherwise are the same (a relative folder, the models' order, 0 train
+    rows or none); the workers and --new-budget are not settings of what is made."""
     key = {k: v for k, v in asdict(cfg).items() if k not in ("workers", "new_budget")}
     key.update(
         data=str(Path(cfg.data).expanduser().resolve()),
         suites=str(Path(cfg.suites).expanduser().resolve()),
         models=sorted(check_models(cfg.models)),
-        max_train_rows=max(cfg.max_train_rows, 0),
+        max_epochs=cfg.caps.epochs or 0,  # the key as before ScheduleOverrides: a budget left open then goes on
+        max_train_rows=cfg.caps.max_train_rows or 0,
     )
+    del key["caps"]
     return json.dumps(key, sort_keys=True)
 
 
@@ -664,9 +673,10 @@ def _reproduce(
 
 
 def cmd_reproduce(args: argparse.Namespace) -> None:
-    flagged = [f.name for f in fields(ReproduceConfig) if f.name not in ("models", "label")]
+    flagged = [f.name for f in fields(ReproduceConfig) if f.name not in ("models", "label", "caps")]
     label = limit_from_args(args, "reproduce", ReproduceConfig.label)  # refused in one line before any store work
-    cfg = from_namespace(ReproduceConfig, args, flagged, models=tuple(args.models), label=label)
+    caps = overrides_from_args(args, "reproduce", CAP_FLAGS)  # likewise
+    cfg = from_namespace(ReproduceConfig, args, flagged, models=tuple(args.models), label=label, caps=caps)
     check_config(cfg)  # before a store is made
     check_models(cfg.models)
     select_archives(cfg)
@@ -699,8 +709,7 @@ def add_parser(sub) -> None:
     add_field_flag(s, ReproduceConfig, "suites", "--suites", metavar="FOLDER")
     add_field_flag(s, ReproduceConfig, "profile", "--profile", choices=get_args(Profile))
     add_limit_flags(s, LABEL_HELP.get, ReproduceConfig.label)
-    add_field_flag(s, ReproduceConfig, "max_epochs", "--max-epochs", metavar="N")
-    add_field_flag(s, ReproduceConfig, "max_train_rows", "--max-train-rows", metavar="N")
+    add_override_flags(s, CAP_FLAGS, CAP_NOTE)
     add_field_flag(s, ReproduceConfig, "hours", "--hours", metavar="H")
     add_field_flag(s, ReproduceConfig, "new_budget", "--new-budget", action="store_true")
     add_field_flag(s, ReproduceConfig, "quick_eval", "--quick-eval", action="store_true", help=quick_eval_help())

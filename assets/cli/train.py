@@ -2,19 +2,49 @@
 
 import argparse
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import dagster as dg
 
-from assets.cli.flags import add_field_flag
+from assets.cli.flags import add_field_flag, field_facts
 from assets.cli.runtime import materializations, materialize, open_instance, open_store, require_success
 from assets.records import ModelMetadata
 from pipeline import duck
-from pipeline.settings import add_arguments
+from pipeline.settings import add_arguments, field_type, flag_name
 from pipeline.store import Store
+from training.config import ScheduleOverrides, schedule_problem
 
 DEFAULT_MODELS = ["mlp_bitmap_3class"]
+OVERRIDE_FLAGS = {f.name: flag_name(f.name) for f in fields(ScheduleOverrides)}
+"""`train`'s flag for each ScheduleOverrides field: its name (--epochs, --max-train-rows, ...)."""
+
+
+def add_override_flags(parser, flags: dict[str, str], note: str = "") -> None:
+    """One flag per ScheduleOverrides field in `flags` ({field: flag}): its docstring as help
+    (`note` after it), left out by default (the profile's). Read back by overrides_from_args."""
+    for name, flag in flags.items():
+        doc, _, _ = field_facts(ScheduleOverrides, name)
+        kind = field_type(ScheduleOverrides, name).__args__[0]  # X of `X | None`
+        add_field_flag(
+            parser,
+            ScheduleOverrides,
+            name,
+            flag,
+            dest=f"schedule_{name}",
+            type=kind,
+            metavar="MIN" if kind is float else "N",
+            help=doc + note,
+        )
+
+
+def overrides_from_args(args: argparse.Namespace, command: str, flags: dict[str, str]) -> ScheduleOverrides:
+    """The ScheduleOverrides the flags of add_override_flags give; a bad value is one line naming
+    its flag (SystemExit), before any store work."""
+    given = {name: getattr(args, f"schedule_{name}", None) for name in flags}
+    if problem := schedule_problem(given, flags):
+        raise SystemExit(f"chess-pipeline {command}: {problem}")
+    return ScheduleOverrides(**given)
 
 
 @dataclass(frozen=True)
@@ -109,10 +139,11 @@ def cmd_train(args: argparse.Namespace) -> None:
     from assets.training import TrainRunConfig
 
     names = check_models(args.models)  # before the store is made
+    overrides = overrides_from_args(args, "train", OVERRIDE_FLAGS)  # left out: the profile's
     store = open_store(args.home)
     check_datasets(store, names)
     instance = open_instance(store)
-    config = TrainRunConfig(profile=args.profile, device=args.device, epochs=args.epochs)  # 0: the profile's
+    config = TrainRunConfig(profile=args.profile, device=args.device, **asdict(overrides))
     print_result(train(store, instance, names, config))
     duck.create_views(store)
 
@@ -124,6 +155,6 @@ def add_parser(sub) -> None:
     s = sub.add_parser("train", help="train value networks from the datasets (default: the 3-class MLP)")
     s.add_argument("models", nargs="*", help="model assets to train (default: mlp_bitmap_3class)")
     add_field_flag(s, TrainRunConfig, "profile", "--profile")
-    add_field_flag(s, TrainRunConfig, "epochs", "--epochs")
+    add_override_flags(s, OVERRIDE_FLAGS)
     add_arguments(s, TrainConfig, names=["device"])
     s.set_defaults(func=cmd_train)

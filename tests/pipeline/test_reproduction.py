@@ -67,18 +67,20 @@ def _profile(model: str, profile: str):
 @pytest.mark.parametrize(
     "model, profile, caps",
     [
-        ("mlp_bitmap_3class", "quick", {"max_epochs": 10, "max_train_rows": 10**9}),  # above: the profile's
-        ("mlp_counts_3class", "quick", {"max_epochs": 6, "max_train_rows": 1_000}),  # below: the cap
-        ("mlp_bitmap_3class", "full", {"max_epochs": 3, "max_train_rows": 5_000}),  # full: every row
+        ("mlp_bitmap_3class", "quick", {"epochs": 10, "max_train_rows": 10**9}),  # above: the profile's
+        ("mlp_counts_3class", "quick", {"epochs": 6, "max_train_rows": 1_000}),  # below: the cap
+        ("mlp_bitmap_3class", "full", {"epochs": 3, "max_train_rows": 5_000}),  # full: every row
+        ("mlp_bitmap_3class", "quick", {"max_train_rows": 0}),  # 0 rows: no bound, so no cap: the profile's
         ("mlp_bitmap_3class", "quick", {}),  # no cap: the profile's
     ],
 )
 def test_max_epochs_and_rows_cap_each_models_profile_never_raise_it(model, profile, caps):
     from assets.cli.reproduce import ReproduceConfig
+    from training.config import ScheduleOverrides
 
-    got = _trained(ReproduceConfig(profile=profile, **caps), model)
+    got = _trained(ReproduceConfig(profile=profile, caps=ScheduleOverrides(**caps)), model)
     own = _profile(model, profile)
-    want_epochs = min(own.epochs, caps.get("max_epochs", own.epochs))
+    want_epochs = min(own.epochs, caps.get("epochs", own.epochs))
     rows = caps.get("max_train_rows", 0)
     want_rows = own.max_train_rows if not rows else min(own.max_train_rows or rows, rows)
     assert (got.epochs, got.max_train_rows) == (want_epochs, want_rows)
@@ -88,8 +90,8 @@ def test_max_epochs_and_rows_cap_each_models_profile_never_raise_it(model, profi
 @pytest.mark.parametrize(
     "flag, value, words",
     [
-        ("--max-epochs", "-1", "--max-epochs must be 0 or more"),
-        ("--max-train-rows", "-2", "--max-train-rows must be -1 or more"),
+        ("--max-epochs", "0", "--max-epochs must be 1 or more"),
+        ("--max-train-rows", "-1", "--max-train-rows must be 0 (all) or a number of rows"),
         ("--openings", "-3", "--openings must be 0 or more"),
         ("--workers", "-1", "--workers must be 0 or more"),
         ("--depth", "0", "--depth: depth limit must be at least 1, got 0"),
@@ -111,6 +113,7 @@ def test_bad_numbers_are_refused_in_one_line_before_any_store_work(tmp_path, mon
 
 def test_each_models_schedule_is_its_own():
     from assets.cli.reproduce import ReproduceConfig, bounds_text, schedule_text
+    from training.config import ScheduleOverrides
 
     quick = ReproduceConfig(profile="quick")
     for model in ("mlp_bitmap_3class", "mlp_counts_3class", "deepchess_net"):
@@ -118,7 +121,9 @@ def test_each_models_schedule_is_its_own():
         text = schedule_text(quick, model)
         assert f"at most {own.epochs} epoch(s)" in text and f"{own.max_minutes:g} minutes" in text, text
     assert schedule_text(quick, "mlp_counts_3class") != schedule_text(quick, "mlp_bitmap_3class")
-    assert "at most 2 epoch(s)" in schedule_text(ReproduceConfig(profile="quick", max_epochs=2), "mlp_counts_3class")
+    assert "at most 2 epoch(s)" in schedule_text(
+        ReproduceConfig(profile="quick", caps=ScheduleOverrides(epochs=2)), "mlp_counts_3class"
+    )
     assert bounds_text(quick) == "none"  # no hard-coded profile sizes in the run's bounds
 
 
@@ -143,9 +148,13 @@ def test_each_step_is_kept_under_its_own_settings():
     from assets.reproduce import job_assets
     from pipeline.datasets import DATASETS
     from pipeline.engine import Limit
+    from training.config import ScheduleOverrides
 
     base = ReproduceConfig(profile="full")
-    for other in (ReproduceConfig(profile="full", hours=8.0), ReproduceConfig(profile="full", max_epochs=3)):
+    for other in (
+        ReproduceConfig(profile="full", hours=8.0),
+        ReproduceConfig(profile="full", caps=ScheduleOverrides(epochs=3)),
+    ):
         assert settings_text(base, "model") != settings_text(other, "model")
         assert settings_text(base, "dataset") == settings_text(other, "dataset")
         assert settings_text(base, "evaluation") == settings_text(other, "evaluation")

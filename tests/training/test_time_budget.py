@@ -217,7 +217,7 @@ def test_a_bad_time_bound_is_refused_in_one_line_naming_the_valid_values(bad, tm
     assert not (tmp_path / "store").exists()
 
 
-@pytest.mark.parametrize("bad", [b for b in BAD_MINUTES if b != -1.0] + [-0.5, -2.0])
+@pytest.mark.parametrize("bad", BAD_MINUTES + [-0.5, -2.0])
 def test_a_model_assets_run_config_takes_only_the_profiles_bound_or_a_bound_of_its_own(bad):
     from assets.training import TrainRunConfig, train_config
 
@@ -225,9 +225,9 @@ def test_a_model_assets_run_config_takes_only_the_profiles_bound_or_a_bound_of_i
         train_config("mlp_bitmap_3class", TrainRunConfig(max_minutes=bad), "", "")
     text = str(e.value)
     assert "\n" not in text and "max_minutes" in text and repr(bad) in text
-    assert "-1 (the profile's)" in text and "0 (no bound)" in text
-    # -1 takes the profile's (quick: 3 minutes), 0 no bound, a positive number itself.
-    for given, got in ((-1.0, 3.0), (0.0, 0.0), (0.5, 0.5)):
+    assert "left out (the profile's)" in text and "0 (no bound)" in text
+    # Left out takes the profile's (quick: 3 minutes), 0 no bound, a positive number itself.
+    for given, got in ((None, 3.0), (0.0, 0.0), (0.5, 0.5)):
         assert train_config("mlp_bitmap_3class", TrainRunConfig(max_minutes=given), "", "").max_minutes == got
 
 
