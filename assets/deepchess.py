@@ -27,7 +27,7 @@ from assets.shared import (
 from pipeline.evaluation import write_results
 from pipeline.published import DEEPCHESS, DEEPCHESS_BUCKETS, DEEPCHESS_MODEL, PAIRS_ON_PUBLISHED_SPLIT
 from pipeline.reproduction import on_published_split
-from pipeline.store import atomic_path
+from pipeline.store_files import atomic_path
 
 MODEL = DEEPCHESS_MODEL
 """The model asset (its dataset is the asset `deepchess`)."""

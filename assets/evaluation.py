@@ -29,8 +29,8 @@ from pipeline import storage
 from pipeline.evaluation import EndgameConfig, MatchConfig, write_results
 from pipeline.matches import write_games
 from pipeline.published import DEEPCHESS_MODEL
-from pipeline.storage import ObjectPath, StorePath
-from pipeline.store import atomic_path
+from pipeline.storage_paths import ObjectPath, StorePath
+from pipeline.store_files import atomic_path
 from training.catalog import MODELS
 
 ELO_ANCHOR = "random"

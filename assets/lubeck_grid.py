@@ -32,7 +32,7 @@ from assets.resources import StockfishResource, StoreResource
 from assets.shared import EVALUATION_GROUP as GROUP
 from assets.shared import checkpoint_of, write_png
 from pipeline.lubeck_grid import GridConfig
-from pipeline.store import atomic_path
+from pipeline.store_files import atomic_path
 from training.catalog import MODELS
 
 MODEL = "lubeck_wdl_mlp"

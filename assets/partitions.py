@@ -1,6 +1,6 @@
 """Partitions of the asset graph, and how a launcher splits a partition range into runs.
 
-- archives: one dynamic partition per archive file (keys from pipeline.store.partition_key).
+- archives: one dynamic partition per archive file (keys from pipeline.store_archives.partition_key).
 - shards: one static partition per position-key shard of the labels (pipeline.labels.SHARDS,
   "00".."15"); a labels partition is one step that labels one shard. Why 16: a partition is one
   shard lock and one pending-positions query, so an embedded run over all partitions makes one
@@ -15,7 +15,7 @@ import dagster as dg
 
 from pipeline.labels import SHARDS
 
-# One partition per archive file; keys come from pipeline.store.partition_key.
+# One partition per archive file; keys come from pipeline.store_archives.partition_key.
 archives_partitions = dg.DynamicPartitionsDefinition(name="archives")
 """New archives dropped into the archives folder become partitions and runs."""
 

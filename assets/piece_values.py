@@ -19,7 +19,7 @@ from assets.shared import EVALUATION_GROUP as GROUP
 from assets.shared import MODEL_TAG, REPRODUCTION_GROUP, SPLIT_MODELS, checkpoint_of, report_dir, write_png
 from pipeline.evaluation import write_results
 from pipeline.reproduction import on_published_split
-from pipeline.store import atomic_path
+from pipeline.store_files import atomic_path
 from training.catalog import PIECE_VALUE_MODELS
 from training.choices import Device
 

@@ -35,7 +35,8 @@ from pipeline import published, storage
 from pipeline.datasets import DATASETS, build_dataset
 from pipeline.published import DEEPCHESS_MODEL
 from pipeline.reproduction import ReportInputs, Step, on_published_split, ours_from_store, render
-from pipeline.store import Store, atomic_path
+from pipeline.store import Store
+from pipeline.store_files import atomic_path
 from training.catalog import PIECE_VALUE_MODELS
 
 REPORT = "reproduction_report"

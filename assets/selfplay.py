@@ -23,7 +23,7 @@ from assets.partitions import archives_partitions
 from assets.progress import run_progress
 from assets.resources import StoreResource
 from pipeline.published import HUI_RANDOM, HUI_RANDOM_PEAK_TEXT, HUI_RANDOM_RANGE_TEXT
-from pipeline.storage import StorePath
+from pipeline.storage_paths import StorePath
 from training.td import KRKCheck, RepresentationConfig, TDConfig, TDEvaluation
 
 GROUP = "selfplay"

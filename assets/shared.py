@@ -13,8 +13,9 @@ import dagster as dg
 
 from assets.metadata import md_cell
 from pipeline import published, storage
-from pipeline.storage import StorePath
-from pipeline.store import Store, atomic_path
+from pipeline.storage_paths import StorePath
+from pipeline.store import Store
+from pipeline.store_files import atomic_path
 from training.catalog import MODELS
 
 MODELS_GROUP = "models"

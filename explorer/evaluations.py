@@ -25,7 +25,7 @@ from pipeline import storage
 from pipeline.encoding import MATERIAL_VALUES
 from pipeline.engine import EngineNotFound, Evaluation, Job, Limit, find_stockfish
 from pipeline.search import MaterialEvaluator
-from pipeline.storage import ObjectPath, StorePath
+from pipeline.storage_paths import ObjectPath, StorePath
 
 PIECE_VALUE_DATASET = "piece_values"
 """A checkpoint that names no preset is taken for a piece-value network when trained on this dataset."""

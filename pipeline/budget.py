@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from pipeline.storage import StorePath
+    from pipeline.storage_paths import StorePath
 
 Evaluation = Literal["quick", "full"]
 """The reproduction's evaluation settings: `--quick-eval`, or the full evaluation."""
@@ -246,7 +246,7 @@ class BudgetLedger:
     @classmethod
     def open(cls, path: StorePath, key: str, hours: float, new: bool = False) -> BudgetLedger:
         """The ledger of `key` at `path`: continued when open (not finished), else (or with `new`) a new one."""
-        from pipeline.store import read_json
+        from pipeline.store_files import read_json
 
         data = {} if new else read_json(path)
         if data.get("version") not in READABLE_VERSIONS or data.get("key") != key or data.get("finished"):
@@ -275,7 +275,7 @@ class BudgetLedger:
     def save(self, finished: bool = False) -> bool:
         """Write the ledger; False (and `save_error`) when the store refused it: the spending goes on,
         a re-run would count less of it, so the caller says so rather than stopping the command."""
-        from pipeline.store import write_json
+        from pipeline.store_files import write_json
 
         with self._lock:  # a heartbeat's write never lands after a newer one, nor mid-change
             b = self.budget

@@ -30,7 +30,8 @@ import pyarrow.parquet as pq
 from pipeline import storage
 from pipeline.duck import glob_escape, load_sql, memory_connection
 from pipeline.engine import LIMIT_KINDS, EnginePool, Limit, LimitKind
-from pipeline.store import Store, write_parquet
+from pipeline.store import Store
+from pipeline.store_files import write_parquet
 
 SPLITS = ("train", "val", "test")
 ROW_GROUP = 65_536

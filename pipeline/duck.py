@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 
 from pipeline import storage
 from pipeline.schemas import table_schemas
-from pipeline.store import Store, atomic_path
+from pipeline.store import Store
+from pipeline.store_files import atomic_path
 
 VIEW_ORDER = (
     "store_guard",

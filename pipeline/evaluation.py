@@ -35,7 +35,8 @@ from pipeline.parallel import check_workers, ordered_map, resolve_workers
 from pipeline.published import HUI_RANDOM_PEAK, KAUFMAN_ANCHOR
 from pipeline.schemas import METRICS_SCHEMA, RESULTS_SCHEMA
 from pipeline.search import AlphaBeta, Evaluator, RandomPlayer, SearchPlayer, StockfishPlayer
-from pipeline.store import Store, write_parquet
+from pipeline.store import Store
+from pipeline.store_files import write_parquet
 from pipeline.suites import (
     DeltaCp,
     EpdFile,

@@ -22,8 +22,10 @@ import pyarrow.parquet as pq
 from pipeline import storage
 from pipeline.archive import MAX_GAME_BYTES, ArchiveError, ArchiveNotes, RawGame, iter_raw_games, open_text
 from pipeline.games import GAMES_SCHEMA, POSITIONS_SCHEMA, REJECTED_SCHEMA, process_games
-from pipeline.storage import Lease
-from pipeline.store import AtomicParquetWriter, Store, raise_if_no_space, remove_stale_tmp
+from pipeline.storage import remove_stale_tmp
+from pipeline.storage_leases import Lease
+from pipeline.store import Store
+from pipeline.store_files import AtomicParquetWriter, raise_if_no_space
 
 TABLES = ("games", "rejected_games", "positions")
 SCHEMAS = {"games": GAMES_SCHEMA, "rejected_games": REJECTED_SCHEMA, "positions": POSITIONS_SCHEMA}

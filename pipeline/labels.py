@@ -42,9 +42,11 @@ from pipeline.encoding import fens_from_columns
 from pipeline.engine import CP_BOUND, MATE_BOUND, EngineError, EnginePool, Evaluation, Failure, Job, Limit
 from pipeline.progress import eta_seconds
 from pipeline.schemas import FAILURES_SCHEMA, LABELS_SCHEMA
-from pipeline.storage import Lease, ObjectPath
-from pipeline.store import STALE_COPY_S, Store, file_lock, write_parquet
-from pipeline.store import remove_stale_tmp as store_remove_stale_tmp
+from pipeline.storage import remove_stale_tmp as store_remove_stale_tmp
+from pipeline.storage_leases import Lease
+from pipeline.storage_paths import ObjectPath
+from pipeline.store import Store
+from pipeline.store_files import STALE_COPY_S, file_lock, write_parquet
 
 log = logging.getLogger(__name__)
 """Warnings a run cannot report through its progress callback (stderr, unless logging is configured)."""

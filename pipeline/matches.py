@@ -24,7 +24,8 @@ import pyarrow as pa
 
 from pipeline.schemas import MATCH_GAMES_SCHEMA
 from pipeline.search import Player
-from pipeline.store import Store, atomic_path, write_parquet
+from pipeline.store import Store
+from pipeline.store_files import atomic_path, write_parquet
 from pipeline.suites import EpdPosition
 
 SITE = "chess-pipeline"

@@ -11,7 +11,7 @@ import chess
 import chess.engine
 import chess.pgn
 
-from pipeline.store import atomic_path
+from pipeline.store_files import atomic_path
 
 
 @dataclass(frozen=True)

@@ -39,15 +39,8 @@ archive are three objects: between their PUTs a reader may see the new games bes
 positions of the same archive, as on a local store between its three renames; both are
 complete files of the same archive.
 
-Leases. flock does not exist on object storage. `lease` there is a small JSON object
-`<root>/.leases/<name>.json` created with a conditional PUT (If-None-Match: *), so of two
-contenders exactly one gets it; it holds the owner and its time to live, and a heartbeat thread
-renews it (PUT If-Match: its ETag) every ttl/3. A holder that dies (SIGKILL) stops renewing;
-once the object is older than its ttl by the server's own clock (Last-Modified against the
-Date of the reply, so the machines' clocks do not matter), a contender takes it over with a PUT
-If-Match the ETag it read: of two taking over, one wins. A holder whose renewal fails learns it
-lost the lease (`Lease.lost`, `Lease.check()`), so it stops before committing more work.
-Release deletes the object If-Match its ETag.
+Beside this module: pipeline/storage_paths.py (ObjectPath, StorePath) and
+pipeline/storage_leases.py (leases across machines: conditional PUTs of a small object).
 """
 
 from __future__ import annotations
@@ -55,20 +48,18 @@ from __future__ import annotations
 import fcntl
 import functools
 import hashlib
-import json
 import os
 import re
-import socket
 import tempfile
-import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from urllib.parse import urlsplit
+
+from pipeline.storage_paths import ObjectPath, StorePath
 
 ENDPOINT_ENV = "CHESS_PIPELINE_S3_ENDPOINT"
 ENDPOINT_FALLBACKS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
@@ -77,12 +68,11 @@ CREDENTIAL_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TO
 ROOT_SETTING = "the store root (--home or CHESS_PIPELINE_HOME)"
 MULTIPART_THRESHOLD = 64 << 20
 """Files up to this size go up in one PUT; larger ones as a multipart upload of such parts."""
-LEASES = ".leases"
 SPOOL_STALE_S = 60.0
 TMP_SUFFIX = ".tmp"
+"""Suffix of every temporary file, local spool files and store files alike (remove_stale_tmp)."""
 PRECONDITION_CODES = ("PreconditionFailed", "412")
 """The S3 error codes of a conditional write or read whose If-Match/If-None-Match did not hold."""
-"""Suffix of every temporary file, local spool files and store files alike (remove_stale_tmp)."""
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
@@ -141,69 +131,6 @@ def cache_root(environ: Mapping[str, str] | None = None) -> Path:
 
 
 # Paths ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, order=True)
-class ObjectPath:
-    """A key (or key prefix) in an S3 bucket: `store.root / "games"` works as for a Path.
-
-    It has no __fspath__: code that would open it as a local file fails at once (TypeError)
-    instead of writing a local folder named "s3:"."""
-
-    bucket: str
-    key: str = ""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "key", "/".join(p for p in self.key.split("/") if p))
-
-    def __truediv__(self, part: str | os.PathLike) -> ObjectPath:
-        part = str(part)
-        return ObjectPath(self.bucket, f"{self.key}/{part}" if self.key else part)
-
-    def __str__(self) -> str:
-        return f"s3://{self.bucket}/{self.key}" if self.key else f"s3://{self.bucket}"
-
-    def __repr__(self) -> str:
-        return f"ObjectPath({str(self)!r})"
-
-    @property
-    def path(self) -> str:
-        """bucket/key, as s3fs and pyarrow name objects."""
-        return f"{self.bucket}/{self.key}" if self.key else self.bucket
-
-    @property
-    def name(self) -> str:
-        return self.key.rsplit("/", 1)[-1] if self.key else ""
-
-    @property
-    def suffix(self) -> str:
-        return PurePosixPath(self.name).suffix
-
-    @property
-    def parent(self) -> ObjectPath:
-        return ObjectPath(self.bucket, self.key.rsplit("/", 1)[0] if "/" in self.key else "")
-
-    @property
-    def parents(self) -> list[ObjectPath]:
-        out, p = [], self
-        while p.key:
-            p = p.parent
-            out.append(p)
-        return out
-
-    def with_name(self, name: str) -> ObjectPath:
-        return self.parent / name
-
-    def relative_to(self, other: ObjectPath) -> PurePosixPath:
-        if other.bucket != self.bucket or not (other.key == "" or self.key.startswith(other.key + "/")):
-            raise ValueError(f"{self} is not under {other}")
-        return PurePosixPath(self.key[len(other.key) :].lstrip("/"))
-
-    def as_posix(self) -> str:
-        return str(self)
-
-
-StorePath = Path | ObjectPath
 
 
 def parse_root(text: str | os.PathLike) -> StorePath:
@@ -492,7 +419,7 @@ def read_filesystem(path: StorePath):
     return None, path
 
 
-# Atomic uploads -------------------------------------------------------------------------------
+# Atomic uploads and downloads -----------------------------------------------------------------
 
 
 def spool_dir() -> Path:
@@ -527,7 +454,7 @@ def upload_file(source: Path, dest: ObjectPath, metadata: dict[str, str] | None 
 def remove_stale_tmp(folder: StorePath, min_age_s: float = 0.0, prefix: str = "") -> int:
     """Remove the temporary files (.*.tmp) in folder that no live writer holds.
 
-    store.atomic_path keeps an flock on its temporary file until it is renamed, so a file whose
+    store_files.atomic_path keeps an flock on its temporary file until it is renamed, so a file whose
     lock is free belongs to a writer that has died. min_age_s spares files too new to be
     locked yet (created a moment ago by a writer that has not taken its lock). prefix narrows
     the files to .<prefix>*.tmp. An S3 folder has none: its temporary files are local spool
@@ -696,144 +623,3 @@ def _suffixes(name: str) -> str:
         if lower.endswith(s):
             return name[-len(s) :]
     return ""
-
-
-# Leases ---------------------------------------------------------------------------------------
-
-
-class LeaseLost(RuntimeError):
-    """This process no longer holds a lease it took (its renewal failed or was too late)."""
-
-
-_NAME = re.compile(r"[^A-Za-z0-9._=-]+")
-
-
-def lease_key(root: ObjectPath, name: str) -> ObjectPath:
-    clean = _NAME.sub("_", name).strip(".")
-    if clean != name or not clean:
-        clean = f"{clean[:100]}-{hashlib.sha1(name.encode()).hexdigest()[:10]}"
-    return root / LEASES / f"{clean}.json"
-
-
-class Lease:
-    """A held (or not held) lease; true while held. `check()` raises LeaseLost once the
-    holder knows it lost it. On a local store it is an flock (never lost while the process lives)."""
-
-    def __init__(self, name: str, held: bool, owner: str = ""):
-        self.name = name
-        self.held = held
-        self.owner = owner
-        self._lost = threading.Event()
-
-    def __bool__(self) -> bool:
-        return self.held and not self._lost.is_set()
-
-    @property
-    def lost(self) -> bool:
-        return self._lost.is_set()
-
-    def check(self) -> None:
-        if self.lost:
-            raise LeaseLost(
-                f"lease {self.name} was lost (its renewal failed or came too late and another worker "
-                "took it over); this worker stops so the other's work is not done twice"
-            )
-
-
-def owner_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-class S3Lease(Lease):
-    def __init__(self, path: ObjectPath, name: str, ttl_s: float):
-        super().__init__(name, False, owner_id())
-        self.path = path
-        self.ttl_s = float(ttl_s)
-        self.etag = ""
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def _body(self) -> bytes:
-        body = {"owner": self.owner, "ttl_s": self.ttl_s, "name": self.name, "renewed": time.time()}
-        return json.dumps(body).encode()
-
-    def try_acquire(self) -> bool:
-        self._renewed = time.monotonic()  # before the PUT: the server's Last-Modified is no earlier
-        try:
-            self.etag = put(self.path, self._body(), if_none_match=True)
-        except PreconditionFailed:
-            current = get(self.path)
-            if current is None:
-                return False  # released between our two requests: the next try may get it
-            try:
-                ttl = float(json.loads(current.data).get("ttl_s", self.ttl_s))
-            except (ValueError, AttributeError):
-                ttl = self.ttl_s  # an unreadable lease object counts with our ttl
-            if current.server_now < current.last_modified + ttl + 1.0:  # Last-Modified has 1 s steps
-                return False
-            try:
-                self.etag = put(self.path, self._body(), if_match=current.etag)  # take over the expired one
-            except (PreconditionFailed, FileNotFoundError):
-                return False
-        self.held = True
-        self._thread = threading.Thread(target=self._heartbeat, name=f"lease {self.name}", daemon=True)
-        self._thread.start()
-        return True
-
-    def _heartbeat(self) -> None:
-        renewed = self._renewed
-        while not self._stop.wait(self.ttl_s / 3):
-            attempt = time.monotonic()
-            try:
-                self.etag = put(self.path, self._body(), if_match=self.etag)
-                renewed = attempt
-            except PreconditionFailed:
-                self._lost.set()
-                return
-            except Exception:  # a failed renewal (network): try again until the ttl is gone
-                if time.monotonic() - renewed >= self.ttl_s:
-                    self._lost.set()  # another worker may take it over from now on
-                    return
-
-    def release(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        if self.held and not self.lost:
-            try:
-                delete(self.path, if_match=self.etag)
-            except (PreconditionFailed, FileNotFoundError):
-                pass
-        self.held = False
-
-
-@contextmanager
-def s3_lease(
-    root: ObjectPath,
-    name: str,
-    ttl_s: float,
-    wait: bool = False,
-    on_wait: Callable[[str], None] | None = None,
-    poll_s: float = 1.0,
-) -> Iterator[Lease]:
-    """Take the lease `name` under root/.leases for ttl_s seconds, renewed while the block runs.
-
-    wait=False: yield a Lease that is false at once when another holder has it. wait=True:
-    poll every poll_s until it is free (on_wait gets one message first)."""
-    if ttl_s <= 0:
-        raise ValueError(f"lease {name}: ttl_s must be > 0, got {ttl_s}")
-    lease = S3Lease(lease_key(root, name), name, ttl_s)
-    told = False
-    try:
-        while not lease.try_acquire():
-            if not wait:
-                break
-            if on_wait is not None and not told:
-                told = True
-                holder = get(lease.path)
-                who = json.loads(holder.data).get("owner", "?") if holder else "?"
-                on_wait(f"{name} is held by another worker ({who}); waiting for it to finish")
-            time.sleep(poll_s)
-        yield lease
-    finally:
-        lease.release()

@@ -285,7 +285,7 @@ def test_a_store_that_refuses_the_ledger_is_said_and_the_command_goes_on(tmp_pat
     def full(path, data):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("pipeline.store.write_json", full)
+    monkeypatch.setattr("pipeline.store_files.write_json", full)
     cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), hours=1.0, models=("mlp_bitmap_3class",))
     with dg.DagsterInstance.ephemeral() as instance:
         assert rp.reproduce(store, instance, cfg) == [] and ran

@@ -22,7 +22,7 @@ from torch import nn
 
 from pipeline import storage
 from pipeline.datasets import DATASETS, Pov
-from pipeline.storage import ObjectPath, StorePath
+from pipeline.storage_paths import ObjectPath, StorePath
 from training.baselines import material
 from training.choices import Device, check_choice
 from training.data import ParquetBatches

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 import torch
 from torch import nn
 
-from pipeline.storage import StorePath
+from pipeline.storage_paths import StorePath
 from training.checkpoints import evaluate, load_model, resolve_device, store_location
 from training.data import LoaderConfig, ParquetBatches
 from training.encoders import Batch, material_balance, unpack

@@ -48,7 +48,7 @@ import torch
 
 from pipeline.datasets import built_with, protocol_text
 from pipeline.published import TEAM44
-from pipeline.storage import StorePath
+from pipeline.storage_paths import StorePath
 from training.checkpoints import load_model, store_location
 from training.encoders import MATERIAL_VALUES, Batch, PieceRows, get_encoder
 from training.models import PIECE_TYPES, PieceValueNet

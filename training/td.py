@@ -53,7 +53,7 @@ from pipeline.matches import GameResult, MatchResult, game_end, play_game, wilso
 from pipeline.parallel import task_seed, usable_cores, watch_parent
 from pipeline.search import AlphaBeta, MaterialEvaluator, RandomPlayer, SearchPlayer, board_arrays
 from pipeline.settings import literal_choices
-from pipeline.storage import StorePath
+from pipeline.storage_paths import StorePath
 from training.choices import check_choice
 
 Learner = Literal["td_leaf", "td_lambda"]
@@ -632,7 +632,7 @@ def save_checkpoint(
     (atomic: a killed write leaves the previous checkpoint)."""
     import torch
 
-    from pipeline.store import atomic_path
+    from pipeline.store_files import atomic_path
 
     with atomic_path(path) as tmp:  # on S3: a local spool file, uploaded whole
         torch.save(

@@ -29,8 +29,9 @@ from torch import nn
 from pipeline import storage
 from pipeline.datasets import DATASETS, SPLITS, dataset_dir
 from pipeline.settings import add_arguments, from_namespace
-from pipeline.storage import ObjectPath, StorePath
-from pipeline.store import Store, atomic_path, default_root
+from pipeline.storage_paths import ObjectPath, StorePath
+from pipeline.store import Store, default_root
+from pipeline.store_files import atomic_path
 from training.autoencoder import PretrainConfig, encoded_inputs
 from training.baselines import baselines_of, targets_and_material
 from training.checkpoints import (

@@ -23,7 +23,8 @@ from assets.cli import (
     ui,
 )
 from assets.cli.runtime import debugging, set_command
-from pipeline.store import default_root, no_space_error
+from pipeline.store import default_root
+from pipeline.store_files import no_space_error
 
 
 class _Parser(argparse.ArgumentParser):

@@ -18,7 +18,9 @@ from assets.records import GamesMetadata, PositionsMetadata, RejectedGamesMetada
 from pipeline import duck
 from pipeline.ingest import IngestConfig
 from pipeline.settings import add_arguments, from_namespace
-from pipeline.store import ARCHIVE_SUFFIXES, ArchiveNameError, NoSpaceError, Store, is_archive_name
+from pipeline.store import Store
+from pipeline.store_archives import ARCHIVE_SUFFIXES, ArchiveNameError, is_archive_name
+from pipeline.store_files import NoSpaceError
 
 
 @dataclass(frozen=True)

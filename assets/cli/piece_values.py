@@ -10,7 +10,7 @@ import math
 import dagster as dg
 
 from assets.cli.runtime import open_instance, open_store
-from pipeline.storage import StorePath
+from pipeline.storage_paths import StorePath
 
 DEFAULT_MODEL = "piece_value_net"
 

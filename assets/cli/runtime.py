@@ -20,7 +20,8 @@ import dagster as dg
 
 from assets.profile import dagster_yaml, ensure_instance_yaml, profile_from_env
 from assets.shared import COMMAND_TAG
-from pipeline.store import NoSpaceError, Store, no_space_error, remove_stale_progress_files, store_root
+from pipeline.store import Store, remove_stale_progress_files, store_root
+from pipeline.store_files import NoSpaceError, no_space_error
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 ASSETS_TAG = "chess-pipeline/assets"

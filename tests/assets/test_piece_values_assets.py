@@ -135,7 +135,7 @@ def test_piece_values_command_reads_a_checkpoint_stored_on_s3(evaluated, bucket,
 
     from assets.cli import main
     from pipeline import storage
-    from pipeline.store import atomic_path
+    from pipeline.store_files import atomic_path
     from training.piece_values import piece_values
 
     local = Path(evaluated[1].get_asset_materialization_events()[0].materialization.metadata["checkpoint"].value)

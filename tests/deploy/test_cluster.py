@@ -117,13 +117,13 @@ def _labels_launch(resources, key, shard_lease_ttl_s: float | None = None):
 def _shard_lease(env, shard: str) -> dict | None:
     """The shard's lease object (owner, ttl_s, last renewal) while one is in the store (its holder
     holds it, or died holding it), else None."""
-    from pipeline import storage
-    from pipeline.storage import ObjectPath
+    from pipeline import storage, storage_leases
+    from pipeline.storage_paths import ObjectPath
     from pipeline.store import Store
 
     with ct.environ(env):
         root = Store(env["CHESS_PIPELINE_HOME"]).root
-        for o in storage.list_objects(root / storage.LEASES):
+        for o in storage.list_objects(root / storage_leases.LEASES):
             if f"shard-{shard}" in o["Key"] and (got := storage.get(ObjectPath(root.bucket, o["Key"]))) is not None:
                 return json.loads(got.data)
     return None

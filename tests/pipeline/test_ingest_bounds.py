@@ -219,7 +219,8 @@ _WRITER = textwrap.dedent(
     import sys, time
     from pathlib import Path
     from pipeline.ingest import SCHEMAS
-    from pipeline.store import AtomicParquetWriter, Store
+    from pipeline.store import Store
+    from pipeline.store_files import AtomicParquetWriter
     store = Store(Path(sys.argv[1]))
     w = AtomicParquetWriter(store.partition_file("positions", sys.argv[2]), SCHEMAS["positions"])
     print("writing", flush=True)

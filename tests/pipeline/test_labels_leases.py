@@ -11,7 +11,7 @@ import pytest
 import pipeline.labels as labels_module
 from pipeline.engine import EnginePool, Limit
 from pipeline.labels import SHARD_LEASE_TTL_S, LabelRun, Setting, coverage, integrity, label_store
-from pipeline.storage import Lease, LeaseLost
+from pipeline.storage_leases import Lease, LeaseLost
 from pipeline.store import Store
 from tests.stores import add_pgn
 

@@ -12,7 +12,7 @@ import pytest
 import s3fs
 
 import pipeline.labels as labels_module
-from pipeline import storage
+from pipeline import storage, storage_leases, storage_paths
 from pipeline.duck import memory_connection, query
 from pipeline.engine import EnginePool, Limit
 from pipeline.labels import SHARDS, LabelRun, Setting, label_store, shard_lock
@@ -102,9 +102,9 @@ def test_a_shard_lease_object_lasts_the_time_the_run_gave_it(bucket):  # noqa: F
     setting = Setting("Stockfish 15.1", DEPTH1)
     with shard_lock(store, setting, 5, 12.0) as held:
         assert held
-        [obj] = storage.list_objects(store.root / storage.LEASES)
-        fetched = storage.get(storage.ObjectPath(store.root.bucket, obj["Key"]))
+        [obj] = storage.list_objects(store.root / storage_leases.LEASES)
+        fetched = storage.get(storage_paths.ObjectPath(store.root.bucket, obj["Key"]))
         assert json.loads(fetched.data)["ttl_s"] == 12.0 and "shard-05" in obj["Key"]
         with shard_lock(store, setting, 5, 12.0) as other:
             assert not other  # held and renewed: nobody else gets it
-    assert list(storage.list_objects(store.root / storage.LEASES)) == []  # released
+    assert list(storage.list_objects(store.root / storage_leases.LEASES)) == []  # released

@@ -5,8 +5,9 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from pipeline import storage
-from pipeline.storage import ObjectPath, S3Settings, parse_root
+from pipeline import storage_leases
+from pipeline.storage import S3Settings, parse_root
+from pipeline.storage_paths import ObjectPath
 from pipeline.store import Store, default_root
 
 
@@ -81,8 +82,8 @@ def test_settings_come_from_the_environment_and_a_bad_endpoint_names_its_variabl
 def test_lease_names_become_safe_keys_without_collisions():
     root = ObjectPath("chess-data", "p")
     assert (
-        storage.lease_key(root, "labels.x_depth-8.shard-03.lock")
+        storage_leases.lease_key(root, "labels.x_depth-8.shard-03.lock")
         == root / ".leases" / "labels.x_depth-8.shard-03.lock.json"
     )
-    a, b = storage.lease_key(root, "a/b"), storage.lease_key(root, "a b")
+    a, b = storage_leases.lease_key(root, "a/b"), storage_leases.lease_key(root, "a b")
     assert a != b and a.parent == b.parent == root / ".leases"

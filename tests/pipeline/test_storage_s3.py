@@ -22,9 +22,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from deploy.servers import free_port, moto_s3
-from pipeline import storage
+from pipeline import storage, storage_leases, storage_paths
 from pipeline.duck import QueryRefused, query
-from pipeline.store import AtomicParquetWriter, Store, atomic_path
+from pipeline.store import Store
+from pipeline.store_files import AtomicParquetWriter, atomic_path
 
 pytestmark = pytest.mark.slow  # a server of its own, and real archives
 
@@ -60,7 +61,7 @@ def bucket(endpoint, monkeypatch, tmp_path) -> str:
 
 
 def keys(bucket: str, prefix: str = "") -> list[str]:
-    return [o["Key"] for o in storage.list_objects(storage.ObjectPath(bucket, prefix))]
+    return [o["Key"] for o in storage.list_objects(storage_paths.ObjectPath(bucket, prefix))]
 
 
 # Ingest, views, datasets: the same as a local store ------------------------------------------
@@ -166,7 +167,7 @@ UPLOADER = """
 import sys, time
 from pathlib import Path
 from pipeline import storage
-from pipeline.store import atomic_path
+from pipeline.store_files import atomic_path
 storage.MULTIPART_THRESHOLD = 5 << 20  # S3's smallest part, so a 24 MB file goes up in parts
 dest = storage.parse_root(sys.argv[1])
 
@@ -200,7 +201,7 @@ def test_an_upload_killed_before_it_completes_leaves_no_object(bucket):
     assert keys(bucket) == []  # the whole object or nothing: nothing
     assert storage.head(storage.parse_root(dest)) is None
     # The killed writer's spool file is unlocked, so the next writer's sweep removes it.
-    from pipeline.store import remove_stale_tmp
+    from pipeline.storage import remove_stale_tmp
 
     assert remove_stale_tmp(storage.spool_dir()) == 1
 
@@ -325,7 +326,7 @@ def test_a_stalled_holder_is_taken_over_and_learns_it_lost_the_lease(bucket):
             # Its next renewal is refused (If-Match on an ETag that is gone): it says so.
             assert _readline(proc, 10 * ttl) == "lost"
             assert mine and not mine.lost  # and the new holder still holds it
-            body = json.loads(storage.get(storage.lease_key(st.root, "shard-7")).data)
+            body = json.loads(storage.get(storage_leases.lease_key(st.root, "shard-7")).data)
             assert body["owner"] == mine.owner
     finally:
         os.kill(proc.pid, signal.SIGCONT)
@@ -336,13 +337,13 @@ def test_a_stalled_holder_is_taken_over_and_learns_it_lost_the_lease(bucket):
 def test_downloads_of_a_missing_object_say_so_and_a_replaced_one_gives_its_new_bytes(bucket):
     """local_copy and cached_copy: a missing object is FileNotFoundError naming it; a replaced
     object is read again under its new ETag (the old version's cached file is not served)."""
-    missing = storage.ObjectPath(bucket, "p/none.bin")
+    missing = storage_paths.ObjectPath(bucket, "p/none.bin")
     with pytest.raises(FileNotFoundError, match="p/none.bin: no such object"):
         with storage.local_copy(missing):
             pass
     with pytest.raises(FileNotFoundError, match="p/none.bin: no such object"):
         storage.cached_copy(missing)
-    obj = storage.ObjectPath(bucket, "p/data.bin")
+    obj = storage_paths.ObjectPath(bucket, "p/data.bin")
     storage.put(obj, b"first")
     with storage.local_copy(obj) as local:
         assert local.read_bytes() == b"first"
@@ -367,7 +368,7 @@ def test_a_holder_whose_renewals_fail_for_a_ttl_counts_its_lease_lost(bucket, mo
         lost = lease.lost
         monkeypatch.setenv("CHESS_PIPELINE_S3_ENDPOINT", url)
     assert lost and not lease
-    with pytest.raises(storage.LeaseLost):
+    with pytest.raises(storage_leases.LeaseLost):
         lease.check()
 
 
@@ -533,9 +534,9 @@ def test_two_adders_of_different_files_with_one_name_get_two_archives(bucket, tm
 def test_an_error_that_is_not_a_setting_propagates_as_itself_without_a_loop(bucket):
     import botocore.exceptions as bx
 
-    from pipeline.store import is_no_space
+    from pipeline.store_files import is_no_space
 
-    missing = storage.ObjectPath(bucket, "p/none.parquet")
+    missing = storage_paths.ObjectPath(bucket, "p/none.parquet")
     with pytest.raises(bx.ClientError) as e:
         storage.call("get_object", missing, Bucket=bucket, Key=missing.key)
     assert e.value.__cause__ is not e.value  # a cause chain that ends: error reporters walk it
@@ -557,10 +558,10 @@ def test_an_ingest_whose_partition_lease_was_taken_over_commits_nothing(bucket, 
 
         def taken_over(stats) -> None:
             # Another worker took the lease over (as after an expiry): this one's renewal fails.
-            storage.put(storage.lease_key(st.root, f"partition-{key}"), b'{"owner": "other", "ttl_s": 60}')
+            storage.put(storage_leases.lease_key(st.root, f"partition-{key}"), b'{"owner": "other", "ttl_s": 60}')
             time.sleep(ttl / 3 + 1.0)
 
-        with pytest.raises(storage.LeaseLost, match=f"lease partition-{key} was lost"):
+        with pytest.raises(storage_leases.LeaseLost, match=f"lease partition-{key} was lost"):
             ingest_archive(st, key, path, IngestConfig(workers=1), progress=taken_over)
     after = {o["Key"]: o["ETag"] for o in storage.list_objects(st.root) if "/archive=" in o["Key"]}
     assert after == before  # the earlier partition files, untouched
@@ -585,7 +586,7 @@ def test_the_sensor_sees_an_archive_dropped_into_the_s3_archives_prefix(bucket, 
     from assets.partitions import archives_partitions
     from assets.resources import StoreResource
     from assets.sensors import archives_sensor
-    from pipeline.store import partition_key
+    from pipeline.store_archives import partition_key
 
     st = Store(f"s3://{bucket}/p").ensure()
     instance = dg.DagsterInstance.ephemeral()

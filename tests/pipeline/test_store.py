@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.store import Store, partition_key
+from pipeline.store import Store
+from pipeline.store_archives import partition_key
 
 
 @pytest.mark.parametrize(
@@ -65,7 +66,7 @@ def test_atomic_files_get_the_mode_open_would_give_not_mkstemps_0600(tmp_path):
     import os
     import stat
 
-    from pipeline.store import atomic_path
+    from pipeline.store_files import atomic_path
 
     old = os.umask(0o022)
     try:
@@ -149,7 +150,7 @@ def test_a_killed_copy_leaves_no_archive_and_its_temp_file_goes_later(tmp_path):
     assert store.find_archives() == {}  # no archive, so no partition, from the killed copy
     # The dead writer's temp file goes on the next add (once it is old enough to be sure no
     # writer is about to lock it); a live writer's temp file stays.
-    from pipeline.store import atomic_path
+    from pipeline.store_files import atomic_path
 
     old = time.time() - 120
     os.utime(tmp, (old, old))
@@ -226,7 +227,7 @@ def test_a_link_named_pgn_to_a_file_with_another_name(tmp_path):
     assert key == "x.pgn" and store.archive_path(key).read_text() == PGN
     import pytest as _pytest
 
-    from pipeline.store import ArchiveNameError
+    from pipeline.store_archives import ArchiveNameError
 
     with _pytest.raises(ArchiveNameError, match="not an archive name"):
         store.add_archive(data)

@@ -12,7 +12,8 @@ import torch
 
 from pipeline import storage
 from pipeline.duck import memory_connection
-from pipeline.store import Store, atomic_path
+from pipeline.store import Store
+from pipeline.store_files import atomic_path
 from tests.pipeline.test_storage_s3 import bucket, endpoint, keys  # noqa: F401  (fixtures)
 from tests.pipeline.test_suites import STS_LINES
 from tests.stores import first_games
