@@ -1,4 +1,4 @@
-"""The cluster profile with real servers on loopback (deploy/cluster_test.py does the work).
+"""The cluster profile with real servers on loopback (deploy/cluster_test.py and its cluster_* siblings do the work).
 
 Postgres, Redis, moto's S3 server and Celery workers started by `dagster-celery worker start`
 run the same plan as the embedded profile; the results must match. Then the faults: a worker
@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from deploy import cluster_compare, cluster_faults, cluster_runs, cluster_setup
 from deploy import cluster_test as ct
 from deploy.servers import ServerMissing, moto_binary, postgres_bindir, redis_binary, start_redis, stop_pid
 from pipeline.labels import SHARD_LEASE_TTL_S
@@ -54,7 +55,7 @@ def _no_process_left(pids):
     return alive
 
 
-PLAN = ct.Plan(shards=(0, 1), label_archives=(Path(ct.ARCHIVES[0]).name,))
+PLAN = cluster_runs.Plan(shards=(0, 1), label_archives=(Path(cluster_runs.ARCHIVES[0]).name,))
 """The comparison's bound: two labels partitions, so that both stockfish workers take one, and
 in them only the positions of the smaller archive (45 distinct positions, where `make
 cluster-test` labels its shards' 1,621 of both archives: the labelling itself is not what is
@@ -66,7 +67,7 @@ cluster-test`'s."""
 def cluster(tmp_path_factory, servers, shared_data, stockfish):
     """Postgres, Redis, moto S3 and `make cluster-test`'s three workers, for the whole module;
     every worker stopped by its PID afterwards (checked)."""
-    with ct.cluster(tmp_path_factory.mktemp("cluster")) as c:
+    with cluster_setup.cluster(tmp_path_factory.mktemp("cluster")) as c:
         pids = [p.pid for p in c.workers.values()]
         yield c
     assert not _no_process_left(pids), "a worker outlived the cluster"
@@ -76,7 +77,7 @@ def cluster(tmp_path_factory, servers, shared_data, stockfish):
 def ingested(cluster):
     """The plan's two archives ingested once into the cluster's store (one run per archive
     partition on the dagster worker, then the views); the run config's resources."""
-    return ct.ingest(PLAN, cluster.env, cluster.logdir)
+    return cluster_runs.ingest(PLAN, cluster.env, cluster.logdir)
 
 
 def test_cluster_profile_gives_the_embedded_results(tmp_path, cluster, ingested):
@@ -109,8 +110,8 @@ assert LEASE_TTL_S < SHARD_LEASE_TTL_S
 
 def _labels_launch(resources, key, shard_lease_ttl_s: float | None = None):
     """The cluster's run of one labels partition (one engine: the workers share this machine)."""
-    plan = ct.Plan(shards=(int(key),), shard_lease_ttl_s=shard_lease_ttl_s)
-    (launch,) = ct.label_launches(plan, resources, "cluster")
+    plan = cluster_runs.Plan(shards=(int(key),), shard_lease_ttl_s=shard_lease_ttl_s)
+    (launch,) = cluster_runs.label_launches(plan, resources, "cluster")
     return launch
 
 
@@ -121,7 +122,7 @@ def _shard_lease(env, shard: str) -> dict | None:
     from pipeline.storage_paths import ObjectPath
     from pipeline.store import Store
 
-    with ct.environ(env):
+    with cluster_setup.environ(env):
         root = Store(env["CHESS_PIPELINE_HOME"]).root
         for o in storage.list_objects(root / storage_leases.LEASES):
             if f"shard-{shard}" in o["Key"] and (got := storage.get(ObjectPath(root.bucket, o["Key"]))) is not None:
@@ -133,7 +134,7 @@ def _labels_metadata(env, key: str) -> dict:
     """The metadata of the partition's newest labels materialisation (from Postgres)."""
     import dagster as dg
 
-    with ct.environ(env), dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+    with cluster_setup.environ(env), dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
         records_filter = dg.AssetRecordsFilter(asset_key=dg.AssetKey("labels"), asset_partitions=[key])
         (record,) = instance.fetch_materializations(records_filter, limit=1).records
         return {k: v.value for k, v in record.asset_materialization.metadata.items()}
@@ -144,7 +145,7 @@ def _shard_facts(env, shard):
     from pipeline import duck
     from pipeline.store import Store
 
-    with ct.environ(env):
+    with cluster_setup.environ(env):
         store = Store(env["CHESS_PIPELINE_HOME"])
         duck.refresh_views(store)
         distinct = duck.query(
@@ -168,8 +169,8 @@ def killed_step(cluster, ingested):
     and the lease's wait overlaps the tests in between instead of a sleep."""
     c, shard = cluster, "02"
     launch = _labels_launch(ingested, shard, LEASE_TTL_S)
-    run, log = ct.start_run(launch, c.env, c.logdir, 90)
-    name, pid = ct.wait_for_step_process(c.workers)
+    run, log = cluster_runs.start_run(launch, c.env, c.logdir, 90)
+    name, pid = cluster_faults.wait_for_step_process(c.workers)
     deadline = time.monotonic() + 120
     while (lease := _shard_lease(c.env, shard)) is None and time.monotonic() < deadline:
         time.sleep(0.2)  # until the step holds the shard's lease: then it is labelling
@@ -178,7 +179,7 @@ def killed_step(cluster, ingested):
     # flush_positions), which on an idle machine came within the 2 s this test used to wait.
     os.kill(pid, signal.SIGKILL)  # the worker process running the step, engines and all
     killed_at = time.monotonic()
-    rerun, rerun_log = ct.start_run(launch, c.env, c.logdir, 92)
+    rerun, rerun_log = cluster_runs.start_run(launch, c.env, c.logdir, 92)
     run_rc = run.wait(300)
     before = _shard_facts(c.env, int(shard))
     rerun_rc = rerun.wait(300)
@@ -197,7 +198,7 @@ def killed_step(cluster, ingested):
 def test_worker_killed_mid_labels_step_leaves_its_shard_to_its_lease_until_it_expires(cluster, killed_step):
     c, k = cluster, killed_step
     shard, lease = k["shard"], k["lease"]
-    assert ct.queue_of(k["worker"]) == (ct.STOCKFISH_QUEUE,), k["worker"]
+    assert cluster_compare.queue_of(k["worker"]) == (cluster_setup.STOCKFISH_QUEUE,), k["worker"]
     # The run config's lease time reached the step on the Celery worker: the lease object says it.
     assert lease["ttl_s"] == LEASE_TTL_S, lease
     run_rc, log = k["run"]
@@ -220,8 +221,8 @@ def test_worker_killed_mid_labels_step_leaves_its_shard_to_its_lease_until_it_ex
 
 def test_broker_gone_mid_run_fails_the_run_clearly_and_a_rerun_completes(cluster, ingested):
     c, shard = cluster, "03"
-    run, log = ct.start_run(_labels_launch(ingested, shard), c.env, c.logdir, 91)
-    name, _ = ct.wait_for_step_process(c.workers)
+    run, log = cluster_runs.start_run(_labels_launch(ingested, shard), c.env, c.logdir, 91)
+    name, _ = cluster_faults.wait_for_step_process(c.workers)
     port = c.broker.port
     stop_pid(c.broker_proc, signal.SIGKILL)  # the broker goes away mid-run
     assert run.wait(300) != 0
@@ -230,9 +231,9 @@ def test_broker_gone_mid_run_fails_the_run_clearly_and_a_rerun_completes(cluster
     # The broker comes back on its port (empty: no persistence); the workers reconnect.
     c.broker, c.broker_proc = start_redis(c.tmp / "redis-again", port)
     deadline = time.monotonic() + 120
-    while ct.step_process(c.workers[name]) is not None and time.monotonic() < deadline:
+    while cluster_faults.step_process(c.workers[name]) is not None and time.monotonic() < deadline:
         time.sleep(1)  # the orphaned step finishes its shard (its result has nowhere to go)
-    ct.run_together([_labels_launch(ingested, shard)], c.env, c.logdir)
+    cluster_runs.run_together([_labels_launch(ingested, shard)], c.env, c.logdir)
     distinct, labelled, dup = _shard_facts(c.env, int(shard))
     assert (labelled, dup) == (distinct, 0)
 
@@ -275,7 +276,7 @@ def test_the_instance_has_its_tables_before_any_worker_so_workers_started_togeth
     then, and processes loading the instance at the same moment all succeed."""
     import psycopg2
 
-    with ct.cluster(tmp_path, start_workers=False) as c:
+    with cluster_setup.cluster(tmp_path, start_workers=False) as c:
         pg = c.pg
         with psycopg2.connect(host=pg.host, port=pg.port, user=pg.user, password=pg.password, dbname=pg.db) as conn:
             with conn.cursor() as cur:
@@ -286,7 +287,7 @@ def test_the_instance_has_its_tables_before_any_worker_so_workers_started_togeth
         ready = [tmp_path / f"ready-{i}" for i in range(4)]
         loads = [
             subprocess.Popen(
-                [str(ct.BIN / "python"), "-c", _LOAD_AT_ONCE, str(go), str(path)],
+                [str(cluster_setup.BIN / "python"), "-c", _LOAD_AT_ONCE, str(go), str(path)],
                 env=c.env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -313,7 +314,7 @@ def test_after_the_dead_lease_expires_a_rerun_completes_the_killed_shard_labelli
     assert k["run"][0] != 0 and before < distinct and k["rerun"][0] == 0
     assert _shard_lease(c.env, shard) == k["lease"]  # still the dead step's
     time.sleep(max(0.0, k["lease"]["ttl_s"] + 5 - (time.monotonic() - k["killed_at"])))
-    ct.run_together([k["launch"]], c.env, c.logdir)
+    cluster_runs.run_together([k["launch"]], c.env, c.logdir)
     distinct, labelled, dup = _shard_facts(c.env, int(shard))
     assert (labelled, dup) == (distinct, 0)
     meta = _labels_metadata(c.env, shard)
