@@ -1,5 +1,5 @@
 """Learning by self-play (Hui 2018) as assets: generations of TD self-play, their evaluation,
-the KRvK check and the representation comparison. The logic is training/td.py; these read
+the KRvK check and the representation comparison. The logic is training/td/; these read
 their inputs, call it, write, and return metadata.
 
 - td_selfplay: cfg.generations generations of the line cfg.name; each writes its games as a
@@ -24,7 +24,7 @@ from assets.progress import run_progress
 from assets.resources import StoreResource
 from pipeline.published import HUI_RANDOM, HUI_RANDOM_PEAK_TEXT, HUI_RANDOM_RANGE_TEXT
 from pipeline.storage_paths import StorePath
-from training.td import KRKCheck, RepresentationConfig, TDConfig, TDEvaluation
+from training.td.config import KRK_TD_UNUSED, KRKCheck, RepresentationConfig, TDConfig, TDEvaluation, krk_selfplay
 
 GROUP = "selfplay"
 PUBLISHED_RANDOM = (
@@ -36,7 +36,37 @@ TDSelfPlayConfig = config_from(TDConfig, name="TDSelfPlayConfig")
 
 
 TDEvaluationConfig = config_from(TDEvaluation, name="TDEvaluationConfig")
-KRKCheckConfig = config_from(KRKCheck, name="KRKCheckConfig")
+KRKCheckConfig = config_from(
+    TDConfig,
+    name="KRKCheckConfig",
+    exclude=KRK_TD_UNUSED,
+    defaults=dataclasses.asdict(krk_selfplay()),
+    base=config_from(KRKCheck, name="KRKCheckSettings", exclude=["td"]),
+    doc="Derived from training.td.config.KRKCheck, its self-play (field td) from training.td.config.TDConfig."
+    "\n\nDefaults: the check's self-play, training.td.config.krk_selfplay ("
+    + ", ".join(
+        f"{n} {v}"
+        for n, v in dataclasses.asdict(krk_selfplay()).items()
+        if v != getattr(TDConfig(), n) and n not in KRK_TD_UNUSED
+    )
+    + ").",
+)
+"""td_krk's run config: the check's own settings and, flat beside them, its self-play's."""
+
+
+def krk_check_config(check: KRKCheck) -> KRKCheckConfig:
+    """A KRvK check as td_krk's run config."""
+    own = {n: v for n, v in dataclasses.asdict(check).items() if n != "td"}
+    values = {**dataclasses.asdict(check.td), **own}
+    return KRKCheckConfig(**{n: values[n] for n in KRKCheckConfig.model_fields})
+
+
+def krk_check(config: KRKCheckConfig) -> KRKCheck:
+    """td_krk's run config as the KRvK check (the self-play fields it leaves out: krk_selfplay's)."""
+    unused = {n: getattr(krk_selfplay(), n) for n in KRK_TD_UNUSED}
+    return config.to_dataclass(KRKCheck, td=config.to_dataclass(TDConfig, **unused))
+
+
 RepresentationsConfig = config_from(RepresentationConfig, name="RepresentationsConfig")
 
 
@@ -84,7 +114,7 @@ def _last_checkpoint(context: dg.AssetExecutionContext, line: str = "") -> Store
 )
 def td_selfplay(context: dg.AssetExecutionContext, config: TDSelfPlayConfig, store: StoreResource):
     from pipeline.plots import selfplay_curve_png
-    from training.td import play_line
+    from training.td.play import play_line
 
     cfg = config.to_dataclass()
     if cfg.generations < 1:
@@ -127,7 +157,9 @@ def td_evaluation(context: dg.AssetExecutionContext, config: TDEvaluationConfig,
     from pipeline import storage
     from pipeline.evaluation import write_results
     from pipeline.matches import MatchResult, fit_elo, write_games
-    from training.td import GamePool, load_checkpoint, player_name, vs_traditional, win_ratio_batches
+    from training.td.checkpoints import load_checkpoint
+    from training.td.checks import vs_traditional, win_ratio_batches
+    from training.td.play import GamePool, player_name
 
     ev = config.to_dataclass()
     ck = _last_checkpoint(context, ev.line)
@@ -204,11 +236,11 @@ def td_evaluation(context: dg.AssetExecutionContext, config: TDEvaluationConfig,
     "against a defender that sees every mate in its horizon; the number of generations it took.",
 )
 def td_krk(context: dg.AssetExecutionContext, config: KRKCheckConfig, store: StoreResource):
-    from training.td import KRK_FEN, krk_generations
+    from training.td.checks import KRK_FEN, krk_generations
 
-    k = config.to_dataclass()
+    k = krk_check(config)
     cfg = k.td_config()
-    progress = run_progress(context, "games", k.max_generations * k.games)  # a mate ends it sooner
+    progress = run_progress(context, "games", k.max_generations * k.td.games)  # a mate ends it sooner
     out = krk_generations(
         cfg,
         k.max_generations,
@@ -231,7 +263,7 @@ def td_krk(context: dg.AssetExecutionContext, config: KRKCheckConfig, store: Sto
             "generations_to_mate": out["generations"] if out["generations"] is not None else -1,
             "lead_criterion": f"a mate within {k.lead_plies} plies, the same search and defender",
             "generations_to_lead": out["generations_to_lead"] if out["generations_to_lead"] is not None else -1,
-            "clock_ends": k.clock_ends,
+            "clock_ends": k.td.clock_ends,
             "generations": dg.MetadataValue.md(krk_curve_md(out["curve"])),
             "curve": dg.MetadataValue.json(out["curve"]),
         }
@@ -265,7 +297,7 @@ def krk_curve_md(curve: list[dict]) -> str:
     "test accuracy mean and standard deviation.",
 )
 def hui_representations(context: dg.AssetExecutionContext, config: RepresentationsConfig, store: StoreResource):
-    from training.td import compare_representations
+    from training.td.study import compare_representations
 
     st = store.get()
     rows = compare_representations(st.root, config.to_dataclass(), log=context.log.info)

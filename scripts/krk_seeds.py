@@ -1,10 +1,10 @@
 """The KRvK check over many seeds: how many generations until the learned evaluation's search
-mates from the mate-in-3 position (training/td.py KRK_FEN), seed by seed.
+mates from the mate-in-3 position (training/td/checks.py KRK_FEN), seed by seed.
 
 `chess-pipeline selfplay --krk` (the td_krk asset) stops at the first generation that mates in
-3; this script plays every generation a seed is given (training.td.krk_generations with
+3; this script plays every generation a seed is given (training.td.checks.krk_generations with
 stop_at_mate off), so it shows whether a mate, once found, stays found. Each seed is one process
-playing its games one after another, with td_krk's settings (training.td.KRKCheck's defaults,
+playing its games one after another, with td_krk's settings (training.td.config.KRKCheck's defaults,
 --model and --lead-plies aside). After each generation (and before the first: generation 0, the
 material weights) the check's game is played from KRK_FEN to --lead-plies plies: one game
 answers both "does it mate in 3" and "does the learned evaluation lead the search to a mate".
@@ -28,7 +28,7 @@ from typing import get_args
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from training.td import ModelKind  # noqa: E402
+from training.td.config import KRKCheck, ModelKind, krk_selfplay  # noqa: E402
 
 
 class _OutOfTime(Exception):
@@ -38,9 +38,12 @@ class _OutOfTime(Exception):
 def play_seed(
     seed: int, generations: int, lead_plies: int, games: int, model: str, out: str, deadline: float
 ) -> list[dict]:
-    from training.td import KRKCheck, krk_generations
+    import dataclasses
 
-    k = KRKCheck(seed=seed, games=games, model=model, lead_plies=lead_plies, workers=1)
+    from training.td.checks import krk_generations
+
+    td = dataclasses.replace(krk_selfplay(), seed=seed, games=games, model=model, workers=1)
+    k = KRKCheck(lead_plies=lead_plies, td=td)
     rows: list[dict] = []
     with (Path(out) / f"seed-{seed}.jsonl").open("w") as f:
 
@@ -76,9 +79,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=4, help="seeds 0..N-1, one process each (default 4)")
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--generations", type=int, default=8, help="generations per seed (default 8)")
-    ap.add_argument("--games", type=int, default=40, help="self-play games a generation (KRKCheck's 40)")
+    games = krk_selfplay().games
+    ap.add_argument("--games", type=int, default=games, help=f"self-play games a generation (default {games})")
     ap.add_argument("--model", default="linear", choices=get_args(ModelKind), help="the evaluation learnt")
-    ap.add_argument("--lead-plies", type=int, default=60, help="plies the check game may take to mate (default 60)")
+    lead = KRKCheck().lead_plies
+    ap.add_argument("--lead-plies", type=int, default=lead, help=f"plies the check game may take to mate ({lead})")
     ap.add_argument("--minutes", type=float, default=0, help="start no generation after this (0: no bound)")
     ap.add_argument("--out", required=True, help="folder of the per-seed JSON lines")
     args = ap.parse_args(argv)

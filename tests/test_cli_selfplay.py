@@ -35,7 +35,7 @@ def test_selfplay_writes_generations_and_ingests_their_games(home, capsys):
         (["--depth", "0"], "depth must be at least 1"),
         (["--clock-ends", "drawn"], "invalid choice: 'drawn' (choose from 'draw', 'unfinished')"),
         (
-            ["--generations", "0", "--krk", "--krk-clock-ends", "x"],
+            ["--generations", "0", "--krk", "--clock-ends", "x"],
             "invalid choice: 'x' (choose from 'draw', 'unfinished')",
         ),
     ],
@@ -51,7 +51,7 @@ def test_bad_selfplay_settings_are_one_line(home, capsys, flags, expected):
 def test_krk_flag_runs_the_krvk_check_and_prints_its_curve(home, capsys):
     """--krk materialises td_krk: a generation of KRvK self-play, then the check from the mate in 3
     (here a 1-ply defender and a loose ply bound, so the run is short)."""
-    flags = ["--krk-max-generations", "1", "--krk-games", "2", "--krk-depth", "1", "--krk-workers", "1"]
+    flags = ["--krk-max-generations", "1", "--games", "2", "--depth", "1", "--workers", "1"]
     flags += ["--krk-defender-depth", "1", "--krk-mate-plies", "9", "--krk-lead-plies", "12"]
     main(["--home", str(home), "selfplay", "--generations", "0", "--krk", *flags])
     out = capsys.readouterr().out
@@ -65,7 +65,7 @@ def test_krk_flag_runs_the_krvk_check_and_prints_its_curve(home, capsys):
 
 def test_bad_krk_settings_are_one_line(home, capsys):
     with pytest.raises(SystemExit) as e:
-        main(["--home", str(home), "selfplay", "--generations", "0", "--krk", "--krk-games", "0"])
+        main(["--home", str(home), "selfplay", "--generations", "0", "--krk", "--games", "0"])
     err = capsys.readouterr().err + str(e.value.code)
     assert "games must be at least 1" in err and "Traceback" not in err
 
@@ -73,7 +73,27 @@ def test_bad_krk_settings_are_one_line(home, capsys):
 def test_krk_settings_without_krk_are_refused(home, capsys):
     """A --krk-* flag without --krk would be ignored: it is refused in one line, before any game."""
     with pytest.raises(SystemExit) as e:
-        main(["--home", str(home), "selfplay", "--generations", "0", "--evaluate", "--krk-games", "5"])
+        main(["--home", str(home), "selfplay", "--generations", "0", "--evaluate", "--krk-lead-plies", "5"])
     err = capsys.readouterr().err + str(e.value.code)
-    assert "chess-pipeline selfplay: --krk-games needs --krk" in err and "Traceback" not in err
+    assert "chess-pipeline selfplay: --krk-lead-plies needs --krk" in err and "Traceback" not in err
     assert not home.exists()
+
+
+def test_the_selfplay_flags_set_the_krk_checks_selfplay_over_its_own_defaults():
+    """KRKCheck holds a TDConfig: with --krk the TDConfig flags given set the check's self-play
+    too; those left out take the check's defaults (krk_selfplay), not the line's, and a flag given
+    at the line's default (--clock-ends draw) still counts as given."""
+    from assets.cli.app import build_parser
+    from assets.cli.selfplay import settings
+
+    args = build_parser().parse_args(
+        ["selfplay", "--krk", "--games", "3", "--clock-ends", "draw", "--krk-mate-plies", "7"]
+    )
+    cfg, check = settings(args)
+    assert (cfg.games, cfg.clock_ends, cfg.random_plies, cfg.start) == (3, "draw", 4, "standard")
+    assert (check.td.games, check.td.clock_ends, check.td.random_plies, check.td.start) == (3, "draw", 0, "krk")
+    assert check.mate_plies == 7 and check.td.depth == cfg.depth == 2
+    _, check = settings(build_parser().parse_args(["selfplay", "--krk"]))
+    assert (check.td.games, check.td.clock_ends, check.td.random_plies) == (40, "unfinished", 0)
+    cfg, check = settings(build_parser().parse_args(["selfplay"]))
+    assert check is None and (cfg.games, cfg.clock_ends, cfg.random_plies) == (20, "draw", 4)

@@ -1,6 +1,11 @@
 """`chess-pipeline selfplay --generations N`: TD self-play generations (asset td_selfplay), their
 archives ingested at once; `--evaluate` then runs the published checks (td_evaluation), `--krk`
-the KRvK check (td_krk: generations of KRvK self-play until the search mates from the mate in 3)."""
+the KRvK check (td_krk: generations of KRvK self-play until the search mates from the mate in 3).
+
+Each setting has one flag, derived from its dataclass (pipeline/settings.py): TDConfig's fields
+set the self-play of the line and, with --krk, the self-play of the KRvK check too (KRKCheck holds
+a TDConfig); a TDConfig flag left out takes the line's default for the line and the check's
+(krk_selfplay) for the check. The check's own settings are --krk-* (KRKCheck's other fields)."""
 
 import argparse
 import dataclasses
@@ -9,19 +14,30 @@ from assets.cli.progress import run_bar
 from assets.cli.runtime import materializations, materialize, open_instance, open_store, require_success
 from pipeline import duck
 from pipeline.settings import add_arguments, from_namespace
-from training.td import KRKCheck, TDConfig, TDEvaluation
+from training.td.config import KRK_TD_UNUSED, KRKCheck, TDConfig, TDEvaluation, krk_selfplay
+
+
+def settings(args: argparse.Namespace) -> tuple[TDConfig, KRKCheck | None]:
+    """The line's settings and, with --krk, the KRvK check's: the TDConfig flags given set both
+    self-plays, each taking its own defaults (TDConfig's, krk_selfplay's) for the flags left out."""
+    given = {n: getattr(args, n) for n in TD_FIELDS if getattr(args, n) is not None}  # None: left out
+    cfg = from_namespace(TDConfig, given)
+    if not args.krk:
+        return cfg, None
+    td = from_namespace(TDConfig, {**dataclasses.asdict(krk_selfplay()), **given})
+    return cfg, from_namespace(KRKCheck, args, names=CHECK_FIELDS, flag_prefix=KRK_PREFIX, td=td)
 
 
 def cmd_selfplay(args: argparse.Namespace) -> None:
     try:
-        cfg = from_namespace(TDConfig, args, names=[f.name for f in dataclasses.fields(TDConfig)])
+        cfg, check = settings(args)
         if args.evaluate:  # its settings checked before any game is played
-            from_namespace(TDEvaluation, args, names=["batches", "batch_games", "eval_depth", "openings"])
-        check = from_namespace(KRKCheck, args, flag_prefix=KRK_PREFIX) if args.krk else None
+            from_namespace(TDEvaluation, args, names=EVALUATION_FIELDS)
     except ValueError as e:
         raise SystemExit(f"chess-pipeline selfplay: {e}") from None
     if not args.krk:  # the KRvK check's settings would be ignored
-        given = [f.name for f in dataclasses.fields(KRKCheck) if getattr(args, KRK_PREFIX + f.name) != f.default]
+        defaults = {f.name: f.default for f in dataclasses.fields(KRKCheck)}
+        given = [n for n in CHECK_FIELDS if getattr(args, KRK_PREFIX + n) != defaults[n]]
         if given:
             flags = ", ".join("--" + (KRK_PREFIX + n).replace("_", "-") for n in given)
             raise SystemExit(f"chess-pipeline selfplay: {flags} {'needs' if len(given) == 1 else 'need'} --krk")
@@ -34,7 +50,7 @@ def cmd_selfplay(args: argparse.Namespace) -> None:
     if cfg.generations:
         play(store, instance, cfg)
     if args.evaluate:
-        evaluate(store, instance, args, cfg.workers)
+        evaluate(store, instance, args, cfg)
     if check is not None:
         krk(store, instance, check)
     duck.create_views(store)
@@ -65,18 +81,11 @@ def play(store, instance, cfg: TDConfig) -> None:
     report(ingest_archives(store, instance, keys, on_done=print_summary))
 
 
-def evaluate(store, instance, args: argparse.Namespace, workers: int) -> None:
-    """td_evaluation of the checkpoint td_selfplay last recorded."""
+def evaluate(store, instance, args: argparse.Namespace, cfg: TDConfig) -> None:
+    """td_evaluation of the checkpoint td_selfplay last recorded for the line cfg.name."""
     from assets.selfplay import TDEvaluationConfig, td_evaluation, td_selfplay
 
-    ev = TDEvaluation(
-        line=args.name,
-        batches=args.batches,
-        batch_games=args.batch_games,
-        eval_depth=args.eval_depth,
-        openings=args.openings,
-        workers=workers,
-    )
+    ev = from_namespace(TDEvaluation, args, names=EVALUATION_FIELDS, line=cfg.name, workers=cfg.workers)
     config = TDEvaluationConfig(**dataclasses.asdict(ev))
     m = run_asset(
         store, instance, [td_selfplay, td_evaluation], "td_evaluation", config, "evaluate", "the self-play evaluation"
@@ -92,9 +101,9 @@ def evaluate(store, instance, args: argparse.Namespace, workers: int) -> None:
 
 def krk(store, instance, check: KRKCheck) -> None:
     """td_krk: KRvK self-play generations until the learned evaluation mates from the mate in 3."""
-    from assets.selfplay import KRKCheckConfig, td_krk
+    from assets.selfplay import krk_check_config, td_krk
 
-    config = KRKCheckConfig(**dataclasses.asdict(check))
+    config = krk_check_config(check)
     m = run_asset(store, instance, [td_krk], "td_krk", config, "KRvK", "the KRvK check")
     print(m["generations"].value)
     n = m["generations_to_mate"].value
@@ -108,20 +117,34 @@ def krk(store, instance, check: KRKCheck) -> None:
 
 
 KRK_PREFIX = "krk_"
-"""The KRvK check's flags: --krk-games, --krk-max-generations, ... (KRKCheck's fields)."""
+"""The KRvK check's own flags: --krk-max-generations, --krk-mate-plies, ... (KRKCheck's fields
+but its self-play, which the TDConfig flags set)."""
+TD_FIELDS = [f.name for f in dataclasses.fields(TDConfig)]
+CHECK_FIELDS = [f.name for f in dataclasses.fields(KRKCheck) if f.name != "td"]
+EVALUATION_FIELDS = ["batches", "batch_games", "eval_depth", "openings"]
+"""TDEvaluation's flags (its line and workers are the line's: --name, --workers)."""
+
+
+def _krk_defaults() -> str:
+    """The KRvK check's self-play defaults where they differ from the line's."""
+    line, check = dataclasses.asdict(TDConfig()), dataclasses.asdict(krk_selfplay())
+    return ", ".join(
+        f"--{n.replace('_', '-')} {v}" for n, v in check.items() if v != line[n] and n not in KRK_TD_UNUSED
+    )
 
 
 def add_parser(sub) -> None:
     s = sub.add_parser("selfplay", help="learn an evaluation by TD self-play (Hui 2018); games go into the store")
     add_arguments(s, TDConfig)
+    s.set_defaults(**dict.fromkeys(TD_FIELDS))  # None: left out, the line's or the check's default
     s.add_argument("--evaluate", action="store_true", help="then the published checks of the last checkpoint")
-    for name in ("batches", "batch_games", "eval_depth", "openings"):
-        add_arguments(s, TDEvaluation, names=[name])
+    add_arguments(s, TDEvaluation, names=EVALUATION_FIELDS)
     s.add_argument(
         "--krk",
         action="store_true",
         help="then the KRvK check (asset td_krk): self-play on random KRvK positions until the learned "
-        "evaluation's search mates from the mate in 3; settings --krk-*",
+        "evaluation's search mates from the mate in 3; settings --krk-*, its self-play the flags above "
+        f"(left out: {_krk_defaults()}, the others as above)",
     )
-    add_arguments(s.add_argument_group("the KRvK check (--krk)"), KRKCheck, flag_prefix=KRK_PREFIX)
+    add_arguments(s.add_argument_group("the KRvK check (--krk)"), KRKCheck, CHECK_FIELDS, flag_prefix=KRK_PREFIX)
     s.set_defaults(func=cmd_selfplay)

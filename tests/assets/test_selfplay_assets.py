@@ -74,7 +74,7 @@ def test_krk_check_records_its_curve(tmp_path, instance):
     assert lead == (mated[0] if mated else -1)
     strict = meta["generations_to_mate"].value
     assert strict == -1 or 0 <= lead <= strict  # a mate in 3 is a mate within 9 plies
-    assert meta["clock_ends"].value == "unfinished"  # a fifty-move end teaches no draw (KRKCheck.clock_ends)
+    assert meta["clock_ends"].value == "unfinished"  # a fifty-move end teaches no draw (krk_selfplay)
     assert all(c["moves"].startswith("1. ") for c in curve)  # the check's game from the position
     for c in curve[1:]:  # a generation played: its self-play games and the share that ended in mate
         assert sum(c["results"].values()) == 2 and c["mate_rate"] == c["results"].get("1-0", 0) / 2

@@ -1,6 +1,7 @@
-"""TD(lambda) / TD-Leaf(lambda) self-play (training/td.py): the update by hand, the leaf rule,
+"""TD(lambda) / TD-Leaf(lambda) self-play (training/td/): the update by hand, the leaf rule,
 learning on KRvK, the archives through ingest, reproducibility, the representations."""
 
+import dataclasses
 import math
 
 import chess
@@ -9,11 +10,34 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.search import AlphaBeta, MaterialEvaluator
+from pipeline.search import AlphaBeta, MaterialEvaluator, board_arrays
 from pipeline.store import Store
-from training import td
 from training.encoders import ENCODERS, Batch
-from training.td import FEATURES, GameRecord, LinearValue, TDConfig, TDEvaluator, antisymmetric_features
+from training.td import play
+from training.td.checkpoints import load_checkpoint
+from training.td.checks import KRK_FEN, krk_generations, krk_mate_rate, pgn_games, vs_traditional, win_ratio_batches
+from training.td.config import KRKCheck, TDConfig, TDEvaluation, krk_selfplay
+from training.td.models import (
+    FEATURES,
+    MATERIAL_PAWNS,
+    LinearValue,
+    NetworkValue,
+    ResidualValue,
+    TDEvaluator,
+    antisymmetric_features,
+    initial_params,
+    make_model,
+)
+from training.td.play import (
+    GamePool,
+    _leaf,
+    _selfplay_end,
+    play_line,
+    play_selfplay_game,
+    player_name,
+    run_generation,
+)
+from training.td.update import GameRecord, td_coefficients, td_final, td_update
 
 P, Q = 0, 4  # piece-type blocks of the 384 features
 
@@ -44,7 +68,7 @@ def test_torch_encoders_match_the_numpy_features_and_shapes():
         chess.Board("8/7k/8/5K2/8/8/8/4R3 b - - 0 1"),
         chess.Board("4k3/8/8/3q4/4P3/8/8/4K3 w - - 0 1"),
     ]
-    planes, white, castling = td.board_arrays(boards)
+    planes, white, castling = board_arrays(boards)
     batch = Batch(
         torch.from_numpy(planes), torch.from_numpy(white), torch.from_numpy(castling), torch.zeros(3, dtype=torch.bool)
     )
@@ -75,17 +99,17 @@ def test_td_lambda_update_on_a_hand_computed_three_position_game():
     w = np.zeros(FEATURES)
     w[idx(P, chess.E4)] = 0.5
     model = LinearValue(w)
-    d, c = td.td_coefficients(model.value(x), 1.0, 0.7)
+    d, c = td_coefficients(model.value(x), 1.0, 0.7)
     assert d == pytest.approx([0.46211716, -0.46211716, 1.0])
     assert c == pytest.approx([0.62863515, 0.23788284, 1.0])
     record = GameRecord("", "1-0", 3, 0, 0.0, x.astype(np.int8), x.astype(np.int8), np.full(3, np.nan))
-    delta, _ = td.td_update(model, record, "td_lambda", lam=0.7, lr=0.01)
+    delta, _ = td_update(model, record, "td_lambda", lam=0.7, lr=0.01)
     expected = np.zeros(FEATURES)
     expected[idx(P, chess.E4)], expected[idx(P, chess.E2)] = 0.00187083, -0.00187083
     assert delta == pytest.approx(expected, abs=1e-8)
     # Without a result (a game stopped at the cap) the last position gets no update: c = [c0', c1'].
     record.result = "*"
-    _, c_cap = td.td_coefficients(model.value(x), None, 0.7)
+    _, c_cap = td_coefficients(model.value(x), None, 0.7)
     assert c_cap == pytest.approx([0.46211716 + 0.7 * -0.46211716, -0.46211716])
 
 
@@ -99,14 +123,14 @@ def test_td_leaf_updates_the_leaf_of_the_principal_variation_not_the_root():
     model = LinearValue(w)
     res = AlphaBeta(TDEvaluator(model), depth=1).search(root)
     assert res.move == chess.Move.from_uci("e4d5")
-    leaf, over = td._leaf(root, res.pv)
+    leaf, over = _leaf(root, res.pv)
     assert np.isnan(over)
     x_root, x_leaf = antisymmetric_features([root, leaf])
     record = GameRecord(
         "", "1-0", 1, 0, 0.0, x_root[None].astype(np.int8), x_leaf[None].astype(np.int8), np.array([np.nan])
     )
-    leaf_delta, _ = td.td_update(model, record, "td_leaf", lam=0.7, lr=0.01)
-    root_delta, _ = td.td_update(model, record, "td_lambda", lam=0.7, lr=0.01)
+    leaf_delta, _ = td_update(model, record, "td_leaf", lam=0.7, lr=0.01)
+    root_delta, _ = td_update(model, record, "td_lambda", lam=0.7, lr=0.01)
     assert set(np.flatnonzero(leaf_delta)) == {idx(P, chess.D5)}
     assert set(np.flatnonzero(root_delta)) == {idx(P, chess.E4), idx(Q, chess.D4)}  # Black's d5 queen, flipped
     assert leaf_delta[idx(P, chess.D5)] == pytest.approx(0.01 * 1.0)  # d = 1 - tanh(0), grad = 1 * x
@@ -115,12 +139,12 @@ def test_td_leaf_updates_the_leaf_of_the_principal_variation_not_the_root():
 def test_a_leaf_the_rules_end_takes_the_result_and_no_gradient():
     board = chess.Board("6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1")  # Ra8 mates
     res = AlphaBeta(TDEvaluator(LinearValue()), depth=1).search(board)
-    leaf, over = td._leaf(board, res.pv)
+    leaf, over = _leaf(board, res.pv)
     assert leaf.is_checkmate() and over == 1.0
 
 
 def test_the_krk_position_is_a_mate_in_three_a_three_ply_search_does_not_see():
-    board = chess.Board(td.KRK_FEN)
+    board = chess.Board(KRK_FEN)
     assert AlphaBeta(MaterialEvaluator(), depth=5).search(board).mate_in == 3
     assert AlphaBeta(MaterialEvaluator(), depth=3).search(board).mate_in is None
 
@@ -129,35 +153,35 @@ def test_the_krk_check_reports_a_later_mate_as_a_lead_and_not_as_the_mate_in_thr
     """At 3 plies the untrained weights mate in 5 plies by their move order (1. Kf6 Kg8 2. Rh1
     Kf8 3. Rh8#, the mate in 3): asked for a mate within 5 plies that is generation 0 for both;
     asked for one within 3 (no such mate exists) only the lead, within 9, is found."""
-    cfg = td.KRKCheck(workers=1).td_config()
-    out = td.krk_generations(cfg, 0, mate_plies=5, lead_plies=9, check_depth=3, defender_depth=6)
+    cfg = KRKCheck(td=dataclasses.replace(krk_selfplay(), workers=1)).td_config()
+    out = krk_generations(cfg, 0, mate_plies=5, lead_plies=9, check_depth=3, defender_depth=6)
     assert (out["generations"], out["generations_to_lead"], out["curve"][0]["mate_plies"]) == (0, 0, 5)
     assert out["curve"][0]["moves"] == "1. Kf6 Kg8 2. Rh1 Kf8 3. Rh8#"
-    out = td.krk_generations(cfg, 0, mate_plies=3, lead_plies=9, check_depth=3, defender_depth=6)
+    out = krk_generations(cfg, 0, mate_plies=3, lead_plies=9, check_depth=3, defender_depth=6)
     assert (out["generations"], out["generations_to_lead"]) == (None, 0)
     with pytest.raises(ValueError, match="lead_plies must be at least mate_plies"):
-        td.KRKCheck(mate_plies=5, lead_plies=4)
+        KRKCheck(mate_plies=5, lead_plies=4)
     # Not stopping at the mate: the generations after it are played and checked too, row by row.
     rows = []
-    cfg = td.KRKCheck(games=2, workers=1).td_config()
-    out = td.krk_generations(cfg, 1, mate_plies=5, lead_plies=9, check_depth=3, stop_at_mate=False, on_row=rows.append)
+    cfg = KRKCheck(td=dataclasses.replace(krk_selfplay(), games=2, workers=1)).td_config()
+    out = krk_generations(cfg, 1, mate_plies=5, lead_plies=9, check_depth=3, stop_at_mate=False, on_row=rows.append)
     assert out["generations"] == 0 and [r["generation"] for r in rows] == [0, 1] and rows == out["curve"]
     assert sum(rows[1]["results"].values()) == 2
 
 
 def test_the_residual_model_starts_as_the_linear_one_and_its_gradient_is_the_derivative():
-    linear = td.make_model(TDConfig())
-    residual = td.make_model(TDConfig(model="residual", hidden=4, seed=1))
+    linear = make_model(TDConfig())
+    residual = make_model(TDConfig(model="residual", hidden=4, seed=1))
     rng = np.random.default_rng(2)
-    x = rng.integers(-1, 2, size=(3, td.FEATURES)).astype(np.float64)
+    x = rng.integers(-1, 2, size=(3, FEATURES)).astype(np.float64)
     assert np.allclose(residual.value(x), linear.value(x))  # the hidden layer's output weights start at 0
     residual.params[-4:] = rng.normal(0, 0.5, 4)
     g, eps = residual.grad(x), 1e-6
-    for i in (0, 100, td.FEATURES + 5, td.FEATURES * 5 - 1, len(residual.params) - 1):
+    for i in (0, 100, FEATURES + 5, FEATURES * 5 - 1, len(residual.params) - 1):
         up, down = residual.params.copy(), residual.params.copy()
         up[i] += eps
         down[i] -= eps
-        numeric = (td.ResidualValue(None, up, 4).value(x) - td.ResidualValue(None, down, 4).value(x)) / (2 * eps)
+        numeric = (ResidualValue(None, up, 4).value(x) - ResidualValue(None, down, 4).value(x)) / (2 * eps)
         assert np.allclose(numeric, g[:, i], atol=1e-8), i
 
 
@@ -166,12 +190,12 @@ def test_a_few_generations_on_krk_raise_the_mate_rate_over_the_untrained_weights
     cfg = TDConfig(
         start="krk", init="zero", depth=1, games=30, random_plies=0, curve_games=0, lr=0.2, workers=1, seed=0
     )
-    rate = lambda params: td.krk_mate_rate(td.make_model(cfg, params), 1, 20, 60, seed=123, defender="random")  # noqa: E731
-    params = td.initial_params(cfg)
+    rate = lambda params: krk_mate_rate(make_model(cfg, params), 1, 20, 60, seed=123, defender="random")  # noqa: E731
+    params = initial_params(cfg)
     before = rate(params)
-    pool = td.GamePool(1)
+    pool = GamePool(1)
     for g in (1, 2):
-        params = td.run_generation(pool, params, cfg, g).params
+        params = run_generation(pool, params, cfg, g).params
     after = rate(params)
     assert after >= before + 0.1, (before, after)
 
@@ -179,15 +203,15 @@ def test_a_few_generations_on_krk_raise_the_mate_rate_over_the_untrained_weights
 def test_krk_selfplay_at_the_checks_settings_keeps_the_rook():
     """A 1-ply search does not see the reply: the attacker leaves its rook en prise and the
     defender takes it, a draw by insufficient material (TD then learns KRvK is worth a draw).
-    The check's self-play (td.KRKCheck: 2 plies, material start) keeps the rook."""
-    k = td.KRKCheck()
+    The check's self-play (KRKCheck: 2 plies, material start) keeps the rook."""
+    k = KRKCheck()
     ends = {}
-    for init, depth in (("zero", 1), (k.init, k.depth)):
+    for init, depth in (("zero", 1), (k.td.init, k.td.depth)):
         cfg = TDConfig(start="krk", init=init, depth=depth, games=4, random_plies=0, max_plies=24, workers=1)
-        params = td.initial_params(cfg)
-        ends[depth] = [td.play_selfplay_game(params, cfg, 1, i).pgn for i in range(4)]
+        params = initial_params(cfg)
+        ends[depth] = [play_selfplay_game(params, cfg, 1, i).pgn for i in range(4)]
     lost = {d: sum('[Termination "insufficient material"]' in pgn for pgn in games) for d, games in ends.items()}
-    assert lost[1] >= 2 and lost[k.depth] == 0, lost
+    assert lost[1] >= 2 and lost[k.td.depth] == 0, lost
 
 
 def _tiny(**kw) -> TDConfig:
@@ -196,23 +220,23 @@ def _tiny(**kw) -> TDConfig:
 
 
 def test_same_seed_same_games_and_weights_whatever_the_process_count(tmp_path):
-    a = td.play_line(Store(tmp_path / "a").ensure(), _tiny(), log=lambda s: None)
-    b = td.play_line(Store(tmp_path / "b").ensure(), _tiny(workers=2), log=lambda s: None)
-    c = td.play_line(Store(tmp_path / "c").ensure(), _tiny(seed=4), log=lambda s: None)
+    a = play_line(Store(tmp_path / "a").ensure(), _tiny(), log=lambda s: None)
+    b = play_line(Store(tmp_path / "b").ensure(), _tiny(workers=2), log=lambda s: None)
+    c = play_line(Store(tmp_path / "c").ensure(), _tiny(seed=4), log=lambda s: None)
     assert a.archives[0].read_text() == b.archives[0].read_text()
     assert np.array_equal(a.generations[0].params, b.generations[0].params)
     assert a.archives[0].read_text() != c.archives[0].read_text()
-    params, cfg, ck = td.load_checkpoint(a.checkpoints[0])
+    params, cfg, ck = load_checkpoint(a.checkpoints[0])
     assert np.array_equal(params, a.generations[0].params) and cfg == _tiny() and ck["generation"] == 1
 
 
 def test_a_line_resumes_from_its_checkpoint(tmp_path):
     store = Store(tmp_path).ensure()
-    first = td.play_line(store, _tiny(), log=lambda s: None)
-    second = td.play_line(store, _tiny(), resume_from=first.checkpoints[-1], log=lambda s: None)
+    first = play_line(store, _tiny(), log=lambda s: None)
+    second = play_line(store, _tiny(), resume_from=first.checkpoints[-1], log=lambda s: None)
     assert second.history[-1]["generation"] == 2 and second.archives[0].name == "gen-0002.pgn"
     kept = first.archives[0].read_text()
-    other = td.play_line(store, _tiny(lr=0.5), resume_from=first.checkpoints[-1], log=lambda s: None)
+    other = play_line(store, _tiny(lr=0.5), resume_from=first.checkpoints[-1], log=lambda s: None)
     # Other settings: not this line's checkpoint, so untrained weights and a history of its own,
     # numbered after the archives already there (which stay as they were).
     assert len(other.history) == 1 and other.archives[0].name == "gen-0003.pgn"
@@ -226,8 +250,8 @@ def test_selfplay_games_land_in_games_through_ingest(tmp_path):
     from tests.stores import materialize_archive
 
     store = Store(tmp_path / "store").ensure()
-    line = td.play_line(store, _tiny(games=4, curve_games=0), log=lambda s: None)
-    written = len(td.pgn_games(line.archives[0].read_text()))
+    line = play_line(store, _tiny(games=4, curve_games=0), log=lambda s: None)
+    written = len(pgn_games(line.archives[0].read_text()))
     key = line.history[-1]["archive"]
     assert key in store.find_archives()
     with dg.instance_for_test() as instance:
@@ -239,17 +263,17 @@ def test_selfplay_games_land_in_games_through_ingest(tmp_path):
 
 def test_win_ratio_batches_interval_and_names(tmp_path):
     cfg = _tiny(curve_plies=12)
-    figures, games = td.win_ratio_batches(td.initial_params(cfg), cfg, batches=3, games=2)
+    figures, games = win_ratio_batches(initial_params(cfg), cfg, batches=3, games=2)
     assert len(games) == 6 and len(figures["ratios"]) == 3
     lo, hi = figures["interval"]
     assert lo <= figures["mean"] <= hi and figures["peak"] == max(figures["ratios"])
-    assert {g.white for g in games[::2]} == {td.player_name(cfg)}  # colours alternate
-    assert {g.black for g in games[1::2]} == {td.player_name(cfg)}
+    assert {g.white for g in games[::2]} == {player_name(cfg)}  # colours alternate
+    assert {g.black for g in games[1::2]} == {player_name(cfg)}
 
 
 def test_network_gradient_matches_finite_differences():
     rng = np.random.default_rng(0)
-    model = td.NetworkValue(hidden=4, seed=1)
+    model = NetworkValue(hidden=4, seed=1)
     x = rng.integers(-1, 2, size=(2, FEATURES)).astype(np.float64)
     g = model.grad(x)
     for k in (0, 5, 4 * FEATURES + 2):
@@ -268,9 +292,9 @@ def test_bad_settings_say_what_is_valid():
     with pytest.raises(ValueError, match="td_leaf, td_lambda"):
         TDConfig(learner="td")
     with pytest.raises(ValueError, match="eval_depth must be 0 .the line's own depth. or more, got -1"):
-        td.TDEvaluation(eval_depth=-1)
+        TDEvaluation(eval_depth=-1)
     with pytest.raises(ValueError, match="batch_games must be at least 1, got 0"):
-        td.TDEvaluation(batch_games=0)
+        TDEvaluation(batch_games=0)
     with pytest.raises(ValueError, match="name"):
         TDConfig(name="../x")
     assert math.isfinite(TDConfig().lr)
@@ -295,7 +319,7 @@ def test_every_choice_is_refused_in_the_projects_one_wording(field, value, messa
 
 def test_match_against_the_traditional_evaluation_in_worker_processes():
     cfg = _tiny(workers=2)
-    m = td.vs_traditional(td.initial_params(cfg), cfg, openings=1, max_plies=120)
+    m = vs_traditional(initial_params(cfg), cfg, openings=1, max_plies=120)
     assert [(g.white == m.a, g.black == m.a) for g in m.games] == [(True, False), (False, True)]
     assert m.b == "material_pst alpha-beta depth 1" and all(g.opening == "sabatelli.01" for g in m.games)
     assert all(len(list(g.game.mainline_moves())) == g.plies for g in m.games)
@@ -306,8 +330,8 @@ def test_selfplay_claims_the_fifty_move_rule_where_the_search_has_no_move():
     draw and returns no move (the game crashed pushing None). Self-play claims the fifty moves."""
     board = chess.Board("KR6/3k4/8/8/8/8/8/8 w - - 100 51")
     assert AlphaBeta(TDEvaluator(LinearValue()), depth=1).search(board).move is None
-    assert td._selfplay_end(board) == ("1/2-1/2", "fifty-move rule (claimed)")
-    assert td._selfplay_end(chess.Board("KR6/3k4/8/8/8/8/8/8 w - - 99 51")) is None
+    assert _selfplay_end(board) == ("1/2-1/2", "fifty-move rule (claimed)")
+    assert _selfplay_end(chess.Board("KR6/3k4/8/8/8/8/8/8 w - - 99 51")) is None
 
 
 def test_a_game_the_fifty_move_rule_ends_is_unfinished_where_clock_ends_says_so():
@@ -318,41 +342,41 @@ def test_a_game_the_fifty_move_rule_ends_is_unfinished_where_clock_ends_says_so(
     x = feats(
         "8/7k/8/5K2/8/8/8/4R3 w - - 97 60", "8/8/6k1/5K2/8/8/8/4R3 w - - 98 60", "8/8/6k1/8/5K2/8/8/4R3 b - - 99 60"
     )
-    model = LinearValue(np.repeat(np.array(td.MATERIAL_PAWNS) * 0.1, 64) + np.linspace(-0.05, 0.05, FEATURES))
+    model = LinearValue(np.repeat(np.array(MATERIAL_PAWNS) * 0.1, 64) + np.linspace(-0.05, 0.05, FEATURES))
     j = model.value(x)
     assert len(set(np.round(j, 6))) == 3 and abs(j[-1]) > 0.3  # distinct values, far from the draw's 0
     fifty = GameRecord("", "1/2-1/2", 100, 0, 0.0, x.astype(np.int8), x.astype(np.int8), np.full(3, np.nan))
     fifty.termination = "fifty-move rule (claimed)"
     capped = GameRecord("", "*", 160, 0, 0.0, x.astype(np.int8), x.astype(np.int8), np.full(3, np.nan))
-    as_draw, d_draw = td.td_update(model, fifty, "td_lambda", lam=0.7, lr=0.01)
-    unfinished, d_open = td.td_update(model, fifty, "td_lambda", lam=0.7, lr=0.01, clock_ends="unfinished")
-    cap, _ = td.td_update(model, capped, "td_lambda", lam=0.7, lr=0.01)
+    as_draw, d_draw = td_update(model, fifty, "td_lambda", lam=0.7, lr=0.01)
+    unfinished, d_open = td_update(model, fifty, "td_lambda", lam=0.7, lr=0.01, clock_ends="unfinished")
+    cap, _ = td_update(model, capped, "td_lambda", lam=0.7, lr=0.01)
     assert d_draw[-1] == pytest.approx(0.0 - j[-1]) and len(d_open) == 2  # no difference against a result
     assert unfinished == pytest.approx(cap, abs=1e-15) and not np.allclose(unfinished, as_draw)
     for result, termination, value in [("1-0", "checkmate", 1.0), ("1/2-1/2", "insufficient material", 0.0)]:
         r = GameRecord("", result, 9, 0, 0.0, x.astype(np.int8), x.astype(np.int8), np.full(3, np.nan), termination)
-        assert td.td_final(r, "unfinished") == value
-    assert td.KRKCheck().clock_ends == "unfinished" and TDConfig().clock_ends == "draw"
+        assert td_final(r, "unfinished") == value
+    assert KRKCheck().td.clock_ends == "unfinished" and TDConfig().clock_ends == "draw"
 
 
 def test_selfplay_records_the_fifty_move_end_and_the_generation_learns_it_as_unfinished(monkeypatch):
     """Self-play from a KRvK position 4 half-moves before the fifty moves: the game ends by the
     claimed rule, its record says so, and the generation's update is the unfinished game's (the
     game as '*') under clock_ends 'unfinished', the draw's under 'draw'."""
-    monkeypatch.setattr(td, "start_position", lambda cfg, rng: chess.Board("KR6/3k4/8/8/8/8/8/8 w - - 96 51"))
+    monkeypatch.setattr(play, "start_position", lambda cfg, rng: chess.Board("KR6/3k4/8/8/8/8/8/8 w - - 96 51"))
     base = dict(start="krk", depth=1, games=1, random_plies=0, curve_games=0, workers=1)
-    params = td.initial_params(TDConfig(**base))
-    record = td.play_selfplay_game(params, TDConfig(**base), 1, 0)
+    params = initial_params(TDConfig(**base))
+    record = play_selfplay_game(params, TDConfig(**base), 1, 0)
     assert (record.result, record.termination, record.plies) == ("1/2-1/2", "fifty-move rule (claimed)", 104)
     assert '[Termination "fifty-move rule (claimed)"]' in record.pgn
     model = LinearValue(params.copy())
-    as_draw, _ = td.td_update(model, record, "td_leaf", 0.7, 0.01)
+    as_draw, _ = td_update(model, record, "td_leaf", 0.7, 0.01)
     record.result = "*"
-    as_cap, _ = td.td_update(model, record, "td_leaf", 0.7, 0.01)
+    as_cap, _ = td_update(model, record, "td_leaf", 0.7, 0.01)
     assert not np.allclose(as_draw, as_cap)
-    with td.GamePool(1) as pool:
+    with GamePool(1) as pool:
         for clock_ends, delta in [("unfinished", as_cap), ("draw", as_draw)]:
-            gen = td.run_generation(pool, params, TDConfig(**base, clock_ends=clock_ends), 1)
+            gen = run_generation(pool, params, TDConfig(**base, clock_ends=clock_ends), 1)
             assert gen.params == pytest.approx(params + delta, abs=1e-12)
 
 
@@ -388,11 +412,11 @@ def test_a_generation_never_writes_over_an_archive_another_run_wrote_meanwhile(t
             theirs.write_text(other)
             store.add_archive(theirs)  # in place, as a file of the archives folder
 
-    line = td.play_line(store, _tiny(generations=1, curve_games=0), on_game=other_run_writes, log=lambda s: None)
+    line = play_line(store, _tiny(generations=1, curve_games=0), on_game=other_run_writes, log=lambda s: None)
     assert theirs.read_text() == other
     (mine,) = line.archives
     assert mine != theirs and mine.name == "gen-0001-1.pgn"
-    assert len(td.pgn_games(mine.read_text())) == 3
+    assert len(pgn_games(mine.read_text())) == 3
     keys = store.find_archives()
     assert line.history[-1]["archive"] in keys and keys[line.history[-1]["archive"]] == mine
     assert theirs in keys.values()

@@ -74,7 +74,8 @@ def test_a_generation_on_s3_never_replaces_an_archive_another_run_wrote_meanwhil
     # while this run plays generation 1, keeps its bytes; this run's games get a numbered name.
     import hashlib
 
-    from training import td
+    from training.td.config import TDConfig
+    from training.td.play import play_line
 
     store = Store(f"s3://{bucket}/stores/race").ensure()
     theirs = store.archives_dir / "selfplay" / "race" / "gen-0001.pgn"
@@ -86,8 +87,8 @@ def test_a_generation_on_s3_never_replaces_an_archive_another_run_wrote_meanwhil
                 tmp.write_bytes(other)
             store.scan_archives()
 
-    cfg = td.TDConfig(**{**TINY, "name": "race", "generations": 1})
-    line = td.play_line(store, cfg, on_game=other_run_writes, log=lambda s: None)
+    cfg = TDConfig(**{**TINY, "name": "race", "generations": 1})
+    line = play_line(store, cfg, on_game=other_run_writes, log=lambda s: None)
     assert storage.read_bytes(theirs) == other
     (mine,) = line.archives
     assert mine.name == "gen-0001-1.pgn" and storage.read_bytes(mine) != other
