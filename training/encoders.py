@@ -452,7 +452,7 @@ class Pieces837(Encoder):
 ENCODERS[Pieces837.name] = Pieces837()
 
 
-# Hui's representations (training/td.py learns over the antisymmetric one). ---------------------
+# Hui's representations (training/td/models.py learns over the antisymmetric one). ---------------------
 
 
 class CompressedPieceList(Encoder):
@@ -467,7 +467,7 @@ class CompressedPieceList(Encoder):
 
 class AntisymmetricBitboard(Encoder):
     """Hui's antisymmetric bitboard: 6 x 64, +1 for a White piece on its square, -1 for a Black
-    piece on its rank-flipped square; swapping the colours negates it (training/td.py)."""
+    piece on its rank-flipped square; swapping the colours negates it (training/td/models.py)."""
 
     name, shape = "antisymmetric_bitboard", (384,)
 
