@@ -38,7 +38,10 @@ def test_left_out_is_the_profiles_and_zero_rows_is_every_row_in_train_and_the_ru
             QUICK["epochs"],
             QUICK["max_minutes"],
         )
-    for cfg in (_run_config(max_train_rows=0, max_minutes=0.0), _train_flags(tmp_path, "--max-train-rows", "0", "--max-minutes", "0")):
+    for cfg in (
+        _run_config(max_train_rows=0, max_minutes=0.0),
+        _train_flags(tmp_path, "--max-train-rows", "0", "--max-minutes", "0"),
+    ):
         assert (cfg.max_train_rows, cfg.max_minutes) == (0, 0.0)  # TrainConfig's 0: every row, no bound
     cfg = _train_flags(tmp_path, "--max-train-rows", "1000", "--batch-size", "64", "--epochs", "2")
     assert (cfg.max_train_rows, cfg.batch_size, cfg.epochs) == (1000, 64, 2)
