@@ -37,6 +37,13 @@ for line in sf.stdout:
 '''
 
 
+def _executable(path: Path, text: str) -> str:
+    """Write a wrapper script and make it executable; its path."""
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
 def faulty_stockfish(
     folder: Path, stockfish: str, mode: Literal["garbage", "crash"], n: int, every: bool = False
 ) -> str:
@@ -45,13 +52,10 @@ def faulty_stockfish(
     comes; its path. Each fault adds a line to the file at the path + '.faults'."""
     path = folder / f"stockfish-{mode}-{n}{'-on' if every else ''}"
     marker = f"{path}.faults"
-    path.write_text(
-        FINAL_EVALUATION_FAULT.format(
-            python=sys.executable, stockfish=stockfish, mode=mode, n=n, every=every, marker=marker
-        )
+    text = FINAL_EVALUATION_FAULT.format(
+        python=sys.executable, stockfish=stockfish, mode=mode, n=n, every=every, marker=marker
     )
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return str(path)
+    return _executable(path, text)
 
 
 SEARCH_FAULT = '''#!{python}
@@ -128,10 +132,7 @@ def search_fault_stockfish(
     fens = (fens,) if isinstance(fens, str) else tuple(fens)
     path = folder / f"stockfish-{mode}-{times}"
     marker = f"{path}.faults"
-    path.write_text(
-        SEARCH_FAULT.format(
-            python=sys.executable, stockfish=stockfish, fens=fens, mode=mode, times=times, marker=marker
-        )
+    text = SEARCH_FAULT.format(
+        python=sys.executable, stockfish=stockfish, fens=fens, mode=mode, times=times, marker=marker
     )
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return str(path)
+    return _executable(path, text)
