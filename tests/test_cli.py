@@ -775,12 +775,20 @@ def test_the_shard_lease_flag_reaches_the_labels_run_config():
 
 
 def test_debug_flag_is_the_one_switch_the_runtime_reads(three_games, capsys, monkeypatch):
-    # --debug sets CHESS_PIPELINE_DEBUG for the command and the processes it starts, so the
-    # runtime's filters (Dagster's own event-log write errors kept off stderr) let them through too.
+    # --debug sets CHESS_PIPELINE_DEBUG while its command runs, so the runtime's filters (Dagster's
+    # own event-log write errors kept off stderr) and the run's processes see it too; afterwards
+    # the variable is as it was (an in-process call must not turn later commands' errors into
+    # tracebacks).
+    import assets.cli.app as app
     from assets.cli.runtime import debugging
 
+    seen = []
+    monkeypatch.setattr(app, "set_command", lambda command: seen.append((command, debugging())))
     monkeypatch.setenv("CHESS_PIPELINE_DEBUG", "0")  # off (and put back as it was after the test)
     main(["--home", str(three_games), "sql", "SELECT 1 AS one"])
-    assert not debugging()
     main(["--debug", "--home", str(three_games), "sql", "SELECT 1 AS one"])
-    assert debugging() and os.environ["CHESS_PIPELINE_DEBUG"] == "1"
+    assert seen == [("sql", False), ("sql", True)]
+    assert os.environ["CHESS_PIPELINE_DEBUG"] == "0"
+    monkeypatch.delenv("CHESS_PIPELINE_DEBUG")
+    main(["--debug", "--home", str(three_games), "sql", "SELECT 1 AS one"])
+    assert seen[-1] == ("sql", True) and "CHESS_PIPELINE_DEBUG" not in os.environ

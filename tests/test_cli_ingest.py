@@ -61,12 +61,16 @@ def test_ingest_of_a_link_named_pgn_to_another_name(home, capsys, tmp_path):
 
 
 @pytest.fixture
-def small_fs(tmp_path):
+def small_fs(tmp_path, request):
     """A 2 MiB tmpfs (needs root and mount; skipped elsewhere): room for the store's and the
-    Dagster instance's files (about 0.8 MB), not for the 2.3 MB of positions of fics_2022."""
+    Dagster instance's files (about 0.8 MB), not for the 2.3 MB of positions of fics_2022.
+    Parametrised indirectly with another size where a test needs more room."""
+    size = getattr(request, "param", "2m")
     mnt = tmp_path / "small"
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True, text=True
+    )
     if r.returncode:
         pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip()}); the disk-full tests need root")
     try:
@@ -117,6 +121,9 @@ def test_parquet_writes_on_a_full_disk(small_fs, fics_2022, tmp_path):
     assert f"{fics_2022.name}: 2229 games, 0 rejected" in r.stdout
 
 
+# 3 MiB: the instance on this disk holds the CLI's 1 MiB reserve (assets.cli.runtime.RESERVE_BYTES)
+# beside the store and the instance, and the last ingest must fit once the filler is gone.
+@pytest.mark.parametrize("small_fs", ["3m"], indirect=True)
 def test_copy_and_instance_on_a_full_disk(small_fs, fics_search, tmp_path):
     home, dagster_home = small_fs / "store", tmp_path / "dagster"
     assert _cli("--home", home, "sql", "SELECT 1", dagster_home=dagster_home).returncode == 0

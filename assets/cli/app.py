@@ -22,7 +22,7 @@ from assets.cli import (
     train,
     ui,
 )
-from assets.cli.runtime import debugging, set_command
+from assets.cli.runtime import DEBUG_VARIABLE, debugging, set_command
 from pipeline.store import default_root
 from pipeline.store_files import no_space_error
 
@@ -132,8 +132,19 @@ def main(argv: list[str] | None = None) -> None:
     """The CLI. Every error ends in one line on stderr (what is wrong; the message says what to
     do) and a non-zero exit: 1, or 130 when interrupted; --debug shows the traceback instead."""
     args = build_parser().parse_args(argv)
-    if args.debug:
-        os.environ["CHESS_PIPELINE_DEBUG"] = "1"  # one switch, read by the runtime and the runs' processes
+    before = os.environ.get(DEBUG_VARIABLE)
+    if args.debug:  # one switch, read by the runtime and the runs' processes, for this command only
+        os.environ[DEBUG_VARIABLE] = "1"
+    try:
+        _run(args)
+    finally:
+        if args.debug and before is None:
+            del os.environ[DEBUG_VARIABLE]
+        elif args.debug:
+            os.environ[DEBUG_VARIABLE] = before
+
+
+def _run(args: argparse.Namespace) -> None:
     debug = debugging()
     set_command(args.command)
     if not debug:

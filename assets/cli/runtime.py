@@ -137,10 +137,13 @@ class _DagsterWriteErrors:
         return getattr(self._stream, name)
 
 
+DEBUG_VARIABLE = "CHESS_PIPELINE_DEBUG"
+"""The CLI's debug switch: set and not 0 shows tracebacks (`--debug` sets it while its command runs)."""
+
+
 def debugging() -> bool:
-    """The CLI's debug switch: CHESS_PIPELINE_DEBUG set (`--debug` sets it for the command and
-    the processes it starts)."""
-    return os.environ.get("CHESS_PIPELINE_DEBUG", "") not in ("", "0")
+    """The CLI's debug switch (DEBUG_VARIABLE), as the command and the processes it starts see it."""
+    return os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
 
 
 def fail_own_runs(instance: dg.DagsterInstance, since: float, message: str) -> list[str]:
