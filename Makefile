@@ -9,12 +9,12 @@ STAMP := $(VENV)/.install-stamp
 install: $(STAMP)
 	@scripts/install_stockfish.sh
 	@scripts/install_explorer_web.sh
-	@$(BIN)/python -c "import pipeline._replay" 2>/dev/null || echo "warning: the compiled ingest loops \
-	(pipeline/_replay.c) were not built, so ingest runs its Python loops (about 2.5x slower). Install a C \
+	@$(BIN)/python -c "import pipeline.ingest._replay" 2>/dev/null || echo "warning: the compiled ingest loops \
+	(pipeline/ingest/_replay.c) were not built, so ingest runs its Python loops (about 2.5x slower). Install a C \
 	compiler and the Python headers (Debian: apt-get install build-essential python3-dev), then \
 	run: rm $(STAMP); make install" >&2
 
-$(STAMP): pyproject.toml requirements.lock setup.py pipeline/_replay.c
+$(STAMP): pyproject.toml requirements.lock setup.py pipeline/ingest/_replay.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first and pinned: the CPU wheel on these machines, never a CUDA download.
@@ -65,7 +65,7 @@ bench: install
 # The store (archives, Parquet tables, labels, models, Dagster runs) stays: see clean-store.
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache
-	rm -f pipeline/*.so
+	rm -f pipeline/ingest/*.so
 	find . -path ./store -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 # Deletes the store: archive links, games, positions, Stockfish labels, datasets, trained

@@ -8,7 +8,7 @@ from assets.config import config_from
 from assets.metadata import png_md
 from assets.progress import run_progress
 from assets.resources import StockfishResource, StoreResource
-from pipeline.datasets import (
+from pipeline.datasets.datasets import (
     DATASETS,
     SPLITS,
     DatasetStats,
@@ -32,7 +32,7 @@ MIN_LABEL_COVERAGE = 0.99
 class DatasetConfig(
     config_from(SplitConfig, name="SplitSettings", rename={"by": "split_by", "guard": "leakage_guard"})
 ):
-    """A dataset's run config: the split (pipeline.datasets.SplitConfig's fields, `by` as
+    """A dataset's run config: the split (pipeline.datasets.datasets.SplitConfig's fields, `by` as
     `split_by` and `guard` as `leakage_guard`), then the set's SQL parameters (its
     DatasetSpec.params dataclass's fields, the same names and defaults)."""
 
@@ -207,7 +207,7 @@ def dataset_asset(name: str) -> dg.AssetsDefinition:
         )
 
     def build(context: dg.AssetExecutionContext, config, store: StoreResource, engine: SearchEngine | None = None):
-        from pipeline.engine import EngineError
+        from pipeline.labels.engine import EngineError
 
         try:
             stats = build_dataset(store.get(), name, config.params(), config.split(), engine=engine)
@@ -230,7 +230,7 @@ def dataset_asset(name: str) -> dg.AssetsDefinition:
         deps=deps,
         check_specs=checks,
         description=f"{spec.description}. SQL: `sql/datasets/{spec.sql or name}.sql`"
-        + ("; the children by pipeline/search_positions.py" if spec.search else "")
+        + ("; the children by pipeline/datasets/search_positions.py" if spec.search else "")
         + f"; files `datasets/{name}/{{train,val,test}}.parquet`.",
     )
     if not spec.search:

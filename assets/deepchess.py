@@ -24,10 +24,10 @@ from assets.shared import (
     rows_md,
     suites_folder,
 )
-from pipeline.evaluation import write_results
-from pipeline.published import DEEPCHESS, DEEPCHESS_BUCKETS, DEEPCHESS_MODEL, PAIRS_ON_PUBLISHED_SPLIT
-from pipeline.reproduction import on_published_split
-from pipeline.store_files import atomic_path
+from pipeline.play.evaluation import write_results
+from pipeline.research.published import DEEPCHESS, DEEPCHESS_BUCKETS, DEEPCHESS_MODEL, PAIRS_ON_PUBLISHED_SPLIT
+from pipeline.research.reproduction import on_published_split
+from pipeline.store.store_files import atomic_path
 
 MODEL = DEEPCHESS_MODEL
 """The model asset (its dataset is the asset `deepchess`)."""
@@ -81,11 +81,11 @@ def evaluate_pairs(
     store: StoreResource,
     stockfish: StockfishResource,
 ) -> dg.MaterializeResult:
-    from pipeline import storage
-    from pipeline.datasets import built_with
-    from pipeline.deepchess_eval import static_evals
-    from pipeline.evaluation import load_suites, suite_files
-    from pipeline.suites import is_sts
+    from pipeline.datasets.datasets import built_with
+    from pipeline.play.deepchess_eval import static_evals
+    from pipeline.play.evaluation import load_suites, suite_files
+    from pipeline.play.suites import is_sts
+    from pipeline.store import storage
     from training.checkpoints import store_location
     from training.data import LoaderConfig
     from training.deepchess import (

@@ -25,12 +25,12 @@ from assets.progress import run_progress
 from assets.resources import StockfishResource, StoreResource
 from assets.shared import EVALUATION_GROUP as GROUP
 from assets.shared import MODEL_TAG, checkpoint_of, report_dir, rows_md, suites_folder, write_png
-from pipeline import storage
-from pipeline.evaluation import EndgameConfig, MatchConfig, write_results
-from pipeline.matches import write_games
-from pipeline.published import DEEPCHESS_MODEL
-from pipeline.storage_paths import ObjectPath, StorePath
-from pipeline.store_files import atomic_path
+from pipeline.play.evaluation import EndgameConfig, MatchConfig, write_results
+from pipeline.play.matches import write_games
+from pipeline.research.published import DEEPCHESS_MODEL
+from pipeline.store import storage
+from pipeline.store.storage_paths import ObjectPath, StorePath
+from pipeline.store.store_files import atomic_path
 from training.catalog import MODELS
 
 ELO_ANCHOR = "random"
@@ -39,7 +39,7 @@ ELO_ANCHOR = "random"
 def local_suite_files(folder: StorePath) -> list[Path]:
     """The folder's .epd files as local files: an S3 prefix's are read from the local cache
     (storage.cached_copy, downloaded when their ETag changed), named as in the store."""
-    from pipeline.evaluation import suite_files
+    from pipeline.play.evaluation import suite_files
 
     if isinstance(folder, ObjectPath):
         return [storage.cached_copy(p) for p in storage.list_files(folder, ".epd")]
@@ -101,7 +101,7 @@ MatchesConfig = config_from(
     names=["positions", "verify_depth", "defender_depth", "max_plies"],
     prefix="endgame_",
     rename={"positions": "endgames"},
-    doc="The matches of eval_matches_<model>: pipeline.evaluation.MatchConfig's fields, then "
+    doc="The matches of eval_matches_<model>: pipeline.play.evaluation.MatchConfig's fields, then "
     "EndgameConfig's (positions as `endgames`, the others prefixed `endgame_`).",
 )
 
@@ -119,8 +119,8 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
     def _suites(
         context: dg.AssetExecutionContext, config: SuitesConfig, store: StoreResource, stockfish: StockfishResource
     ) -> dg.MaterializeResult:
-        from pipeline.engine import Limit
-        from pipeline.evaluation import load_suites, problem_rows, run_suites
+        from pipeline.labels.engine import Limit
+        from pipeline.play.evaluation import load_suites, problem_rows, run_suites
         from pipeline.plots import kaufman_png, sts_themes_png
         from training.evaluator import load_evaluator
 
@@ -209,10 +209,10 @@ def matches_asset(model: str) -> dg.AssetsDefinition:
     def _matches(
         context: dg.AssetExecutionContext, config: MatchesConfig, store: StoreResource, stockfish: StockfishResource
     ) -> dg.MaterializeResult:
-        from pipeline.duck import memory_connection
-        from pipeline.evaluation import MatchSetup, find_won_endgames, run_endgames, run_matches
-        from pipeline.openings import sabatelli_openings
-        from pipeline.search import MaterialEvaluator
+        from pipeline.play.evaluation import MatchSetup, find_won_endgames, run_endgames, run_matches
+        from pipeline.play.openings import sabatelli_openings
+        from pipeline.play.search import MaterialEvaluator
+        from pipeline.store.duck import memory_connection
         from training.evaluator import load_evaluator, max_depth_of
 
         try:
@@ -304,10 +304,10 @@ class HeadToHeadConfig(DescribedConfig):
 def eval_head_to_head(
     context: dg.AssetExecutionContext, config: HeadToHeadConfig, store: StoreResource
 ) -> dg.MaterializeResult:
-    from pipeline.evaluation import match_rows, player_name
-    from pipeline.matches import MatchSpec, play_match
-    from pipeline.openings import sabatelli_openings
-    from pipeline.search import AlphaBeta, SearchPlayer
+    from pipeline.play.evaluation import match_rows, player_name
+    from pipeline.play.matches import MatchSpec, play_match
+    from pipeline.play.openings import sabatelli_openings
+    from pipeline.play.search import AlphaBeta, SearchPlayer
     from training.evaluator import NetworkEvaluator
 
     st = store.get()
@@ -354,10 +354,10 @@ def player_model(player: str) -> str:
     "error bars against the pool's average.",
 )
 def elo_ratings(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
-    from pipeline.duck import memory_connection
-    from pipeline.evaluation import ENDGAME_MATCH
-    from pipeline.matches import fit_elo
+    from pipeline.play.evaluation import ENDGAME_MATCH
+    from pipeline.play.matches import fit_elo
     from pipeline.plots import elo_png
+    from pipeline.store.duck import memory_connection
 
     st = store.get()
     with memory_connection(st) as con:
@@ -420,8 +420,8 @@ def report_asset(model: str) -> dg.AssetsDefinition:
         f"reports/evaluation/{model}.md in the store).",
     )
     def _report(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
-        from pipeline.duck import memory_connection
-        from pipeline.evaluation import report_markdown
+        from pipeline.play.evaluation import report_markdown
+        from pipeline.store.duck import memory_connection
 
         st = store.get()
         with memory_connection(st) as con:

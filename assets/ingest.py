@@ -7,15 +7,21 @@ from assets.metadata import md_table, png_md
 from assets.partitions import archives_partitions
 from assets.progress import run_progress
 from assets.resources import StoreResource
-from pipeline.duck import create_views
-from pipeline.ingest import IngestConfig, IngestStats, count_games_python_chess, expected_positions, ingest_archive
+from pipeline.ingest.ingest import (
+    IngestConfig,
+    IngestStats,
+    count_games_python_chess,
+    expected_positions,
+    ingest_archive,
+)
 from pipeline.plots import games_charts
+from pipeline.store.duck import create_views
 
 GROUP = "ingest"
 
 
 IngestRunConfig = config_from(IngestConfig, name="IngestRunConfig")
-"""How archive_tables ingests its archive: pipeline.ingest.IngestConfig's fields."""
+"""How archive_tables ingests its archive: pipeline.ingest.ingest.IngestConfig's fields."""
 
 
 @dg.multi_asset(

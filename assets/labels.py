@@ -20,8 +20,8 @@ from assets.partitions import (
 from assets.profile import ENGINE_OP_TAGS, Profile
 from assets.progress import run_progress
 from assets.resources import StockfishResource, StoreResource
-from pipeline.engine import CP_BOUND, MATE_BOUND, Limit
-from pipeline.labels import (
+from pipeline.labels.engine import CP_BOUND, MATE_BOUND, Limit
+from pipeline.labels.labels import (
     ORDERS,
     LabelProgress,
     LabelRun,
@@ -52,8 +52,8 @@ class LabelsConfig(
         names=["max_positions", "relabel", "order", "retry_failed", "archives", "shard_lease_ttl_s"],
     )
 ):
-    """A labels run: pipeline.engine.Limit's fields (`kind` as `limit`), then
-    pipeline.labels.LabelRun's (the labels_automation sensor sets `archives` to the archives
+    """A labels run: pipeline.labels.engine.Limit's fields (`kind` as `limit`), then
+    pipeline.labels.labels.LabelRun's (the labels_automation sensor sets `archives` to the archives
     just ingested), and the time bound in minutes."""
 
     max_minutes: float = 0.0

@@ -1,4 +1,4 @@
-"""lubeck_grid: Lubeck's experiment grid filled in (pipeline/lubeck_grid.py has the logic).
+"""lubeck_grid: Lubeck's experiment grid filled in (pipeline/play/lubeck_grid.py has the logic).
 
 The W/D/L network (`lubeck_wdl_mlp`) against the traditional evaluation in the same search, per
 search depth x seconds a move (scaled to this machine as node budgets) x quiet / tactical start
@@ -31,8 +31,8 @@ from assets.progress import run_progress
 from assets.resources import StockfishResource, StoreResource
 from assets.shared import EVALUATION_GROUP as GROUP
 from assets.shared import checkpoint_of, write_png
-from pipeline.lubeck_grid import GridConfig
-from pipeline.store_files import atomic_path
+from pipeline.play.lubeck_grid import GridConfig
+from pipeline.store.store_files import atomic_path
 from training.catalog import MODELS
 
 MODEL = "lubeck_wdl_mlp"
@@ -64,7 +64,7 @@ def played_checkpoint(cfg: GridConfig) -> str:
 
 
 LubeckGridConfig = config_from(
-    GridConfig, name="LubeckGridConfig", doc="Lubeck's grid: pipeline.lubeck_grid.GridConfig's fields."
+    GridConfig, name="LubeckGridConfig", doc="Lubeck's grid: pipeline.play.lubeck_grid.GridConfig's fields."
 )
 
 
@@ -78,13 +78,13 @@ LubeckGridConfig = config_from(
 def lubeck_grid(
     context: dg.AssetExecutionContext, config: LubeckGridConfig, store: StoreResource, stockfish: StockfishResource
 ) -> dg.MaterializeResult:
-    from pipeline.duck import memory_connection
-    from pipeline.engine import EngineError
-    from pipeline.evaluation import write_results
-    from pipeline.lubeck_grid import candidate_fens, pick_positions, run_grid
-    from pipeline.matches import write_pgn
+    from pipeline.labels.engine import EngineError
+    from pipeline.play.evaluation import write_results
+    from pipeline.play.lubeck_grid import candidate_fens, pick_positions, run_grid
+    from pipeline.play.matches import write_pgn
+    from pipeline.play.stockfish_eval import StockfishStaticEvaluator
     from pipeline.plots import lubeck_grid_png
-    from pipeline.stockfish_eval import StockfishStaticEvaluator
+    from pipeline.store.duck import memory_connection
     from training.evaluator import load_evaluator
 
     st = store.get()

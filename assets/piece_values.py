@@ -17,9 +17,9 @@ from assets.metadata import png_md
 from assets.resources import StoreResource
 from assets.shared import EVALUATION_GROUP as GROUP
 from assets.shared import MODEL_TAG, REPRODUCTION_GROUP, SPLIT_MODELS, checkpoint_of, report_dir, write_png
-from pipeline.evaluation import write_results
-from pipeline.reproduction import on_published_split
-from pipeline.store_files import atomic_path
+from pipeline.play.evaluation import write_results
+from pipeline.research.reproduction import on_published_split
+from pipeline.store.store_files import atomic_path
 from training.catalog import PIECE_VALUE_MODELS
 from training.choices import Device
 
@@ -45,7 +45,7 @@ def piece_values_eval_asset(model: str, group: str = GROUP) -> dg.AssetsDefiniti
     )
     def _eval(context: dg.AssetExecutionContext, config: PieceValuesEvalConfig, store: StoreResource):
         from pipeline.plots import piece_values_png
-        from pipeline.published import TEAM44
+        from pipeline.research.published import TEAM44
         from training.piece_values import evaluate_checkpoint
         from training.train import resolve_device
 

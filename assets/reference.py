@@ -44,7 +44,7 @@ from pydantic_core import PydanticUndefined
 
 from assets.config import sources
 from pipeline.settings import field_docs, field_type
-from pipeline.store_files import atomic_path
+from pipeline.store.store_files import atomic_path
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "settings.md"
 COMMAND = ".venv/bin/python -m assets.reference docs/reference/settings.md"

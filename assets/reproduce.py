@@ -4,7 +4,7 @@
 dataset as ours (by game, leakage guard) and as published (`published_split_<dataset>`:
 positions split one by one, no guard), every model trained on each (the published-split copies
 for the models whose published figures were measured on a split of their own data:
-pipeline.published.SPLIT_MODELS), the evaluation (suites, matches, Elo, head to head,
+pipeline.research.published.SPLIT_MODELS), the evaluation (suites, matches, Elo, head to head,
 DeepChess's pairs, the piece values; the pairs and piece values of the copies too),
 `model_results` and `reproduction_report`
 (reports/reproduction.md: each published figure beside ours, with n and the protocol, how long
@@ -31,12 +31,13 @@ from assets.shared import COMMAND_TAG, MODEL_TAG, MODELS_GROUP, SPLIT_MODELS, re
 from assets.shared import EVALUATION_GROUP as EVAL_GROUP
 from assets.shared import REPRODUCTION_GROUP as GROUP
 from assets.training import MODELS, TrainRunConfig, train_and_record
-from pipeline import published, storage
-from pipeline.datasets import DATASETS, build_dataset
-from pipeline.published import DEEPCHESS_MODEL
-from pipeline.reproduction import ReportInputs, Step, on_published_split, ours_from_store, render
-from pipeline.store import Store
-from pipeline.store_files import atomic_path
+from pipeline.datasets.datasets import DATASETS, build_dataset
+from pipeline.research import published
+from pipeline.research.published import DEEPCHESS_MODEL
+from pipeline.research.reproduction import ReportInputs, Step, on_published_split, ours_from_store, render
+from pipeline.store import storage
+from pipeline.store.store import Store
+from pipeline.store.store_files import atomic_path
 from training.catalog import PIECE_VALUE_MODELS
 
 REPORT = "reproduction_report"
@@ -94,7 +95,7 @@ def split_dataset_asset(name: str) -> dg.AssetsDefinition:
 
 
 def split_model_asset(name: str) -> dg.AssetsDefinition:
-    from pipeline.datasets import dataset_problem
+    from pipeline.datasets.datasets import dataset_problem
 
     m = MODELS[name]
     key = on_published_split(name)
@@ -217,7 +218,7 @@ def job_assets(models: list[str] | None = None, extra: tuple[str, ...] = ()) -> 
 def reproduction_report(
     context: dg.AssetExecutionContext, config: ReportConfig, store: StoreResource
 ) -> dg.MaterializeResult:
-    from pipeline.duck import memory_connection
+    from pipeline.store.duck import memory_connection
 
     st = store.get()
     instance = context.instance

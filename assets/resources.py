@@ -6,9 +6,9 @@ import dagster as dg
 from pydantic import PrivateAttr
 
 from assets.config import DescribedResource, config_from
-from pipeline.engine import EnginePool, EngineSettings
-from pipeline.labels import CALIBRATION_TIMEOUT_S
-from pipeline.store import Store, store_root
+from pipeline.labels.engine import EnginePool, EngineSettings
+from pipeline.labels.labels import CALIBRATION_TIMEOUT_S
+from pipeline.store.store import Store, store_root
 
 
 class StoreResource(DescribedResource):
@@ -27,7 +27,7 @@ class StoreResource(DescribedResource):
 class StockfishResource(config_from(EngineSettings, name="StockfishSettings", base=DescribedResource)):
     """Stockfish engines for labelling: a pool of processes spoken to over raw UCI.
 
-    Its fields are pipeline.engine.EngineSettings' (the pool's parameters). Empty `path` means
+    Its fields are pipeline.labels.engine.EngineSettings' (the pool's parameters). Empty `path` means
     STOCKFISH_PATH, then `stockfish` on PATH, then /usr/games/stockfish.
     """
 

@@ -1,6 +1,6 @@
 """Runs whose process died stay STARTED in Dagster: find them and mark them failed.
 
-Dagster's run monitoring (on in the instance's dagster.yaml, see assets/cli.py) fails runs
+Dagster's run monitoring (on in the instance's dagster.yaml, see cli.py) fails runs
 that never start or never finish cancelling, under the daemon that `chess-pipeline ui`
 runs. It cannot tell that the process of a STARTED run is gone: the default run launcher
 has no worker health check, and runs the CLI makes with `materialize` are not launched at
@@ -17,7 +17,7 @@ import os
 import dagster as dg
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
 
-from pipeline.store import pid_alive, process_start_time
+from pipeline.store.store import pid_alive, process_start_time
 
 IN_FLIGHT = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING]
 START_SLACK_S = 2.0

@@ -22,8 +22,8 @@ from assets.metadata import md_cell, png_md
 from assets.partitions import archives_partitions
 from assets.progress import run_progress
 from assets.resources import StoreResource
-from pipeline.published import HUI_RANDOM, HUI_RANDOM_PEAK_TEXT, HUI_RANDOM_RANGE_TEXT
-from pipeline.storage_paths import StorePath
+from pipeline.research.published import HUI_RANDOM, HUI_RANDOM_PEAK_TEXT, HUI_RANDOM_RANGE_TEXT
+from pipeline.store.storage_paths import StorePath
 from training.td.config import KRK_TD_UNUSED, KRKCheck, RepresentationConfig, TDConfig, TDEvaluation, krk_selfplay
 
 GROUP = "selfplay"
@@ -154,9 +154,9 @@ def td_selfplay(context: dg.AssetExecutionContext, config: TDSelfPlayConfig, sto
     "them) and an Elo of this pool.",
 )
 def td_evaluation(context: dg.AssetExecutionContext, config: TDEvaluationConfig, store: StoreResource):
-    from pipeline import storage
-    from pipeline.evaluation import write_results
-    from pipeline.matches import MatchResult, fit_elo, write_games
+    from pipeline.play.evaluation import write_results
+    from pipeline.play.matches import MatchResult, fit_elo, write_games
+    from pipeline.store import storage
     from training.td.checkpoints import load_checkpoint
     from training.td.checks import vs_traditional, win_ratio_batches
     from training.td.play import GamePool, player_name

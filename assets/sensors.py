@@ -7,7 +7,7 @@ import dagster as dg
 from assets.ingest import ingest_job
 from assets.partitions import archives_partitions
 from assets.resources import StoreResource
-from pipeline.storage import mtime_ns
+from pipeline.store.storage import mtime_ns
 
 DUPLICATES = "~duplicates"
 """Cursor entry listing the duplicate files already logged (no partition key starts with ~)."""

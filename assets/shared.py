@@ -12,10 +12,11 @@ from pathlib import Path
 import dagster as dg
 
 from assets.metadata import md_cell
-from pipeline import published, storage
-from pipeline.storage_paths import StorePath
-from pipeline.store import Store
-from pipeline.store_files import atomic_path
+from pipeline.research import published
+from pipeline.store import storage
+from pipeline.store.storage_paths import StorePath
+from pipeline.store.store import Store
+from pipeline.store.store_files import atomic_path
 from training.catalog import MODELS
 
 MODELS_GROUP = "models"
@@ -32,7 +33,7 @@ sum the runs of `reproduce`)."""
 
 SPLIT_MODELS = [m for m in MODELS if m in published.SPLIT_MODELS]
 """Sabatelli's, Lubeck's, DeepChess's and Team 44's (centipawn) networks, whose figures were measured on
-a split of their own data: trained on the published split too (pipeline.published.SPLIT_MODELS)."""
+a split of their own data: trained on the published split too (pipeline.research.published.SPLIT_MODELS)."""
 
 
 def suites_folder(configured: str, store: Store) -> StorePath:

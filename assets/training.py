@@ -9,11 +9,11 @@ from assets.metadata import png_md
 from assets.resources import StoreResource
 from assets.shared import MODEL_TAG
 from assets.shared import MODELS_GROUP as GROUP
-from pipeline.datasets import dataset_problem, protocol_text
-from pipeline.evaluation import write_model_metrics
+from pipeline.datasets.datasets import dataset_problem, protocol_text
+from pipeline.play.evaluation import write_model_metrics
 from pipeline.plots import confusion_png, learning_curves_png
-from pipeline.published import DEEPCHESS
-from pipeline.store_files import atomic_path
+from pipeline.research.published import DEEPCHESS
+from pipeline.store.store_files import atomic_path
 from training.catalog import MODELS, PROFILES, schedule  # noqa: F401 (PROFILES: re-exported)
 from training.choices import Profile
 from training.config import ScheduleOverrides, TrainConfig
@@ -214,7 +214,7 @@ model_assets = [model_asset(name) for name in MODELS]
     "also reports/model_results.md in the store).",
 )
 def model_results(store: StoreResource) -> dg.MaterializeResult:
-    from pipeline.duck import memory_connection
+    from pipeline.store.duck import memory_connection
 
     st = store.get()
     with memory_connection(st) as con:

@@ -29,8 +29,8 @@ import chess.polyglot  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from explorer.app import create_app  # noqa: E402
-from pipeline import duck  # noqa: E402
-from pipeline.store import Store  # noqa: E402
+from pipeline.store import duck  # noqa: E402
+from pipeline.store.store import Store  # noqa: E402
 
 
 def timed(fn, repeat: int) -> tuple[float, float]:

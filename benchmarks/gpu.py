@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from pipeline.datasets import dataset_dir  # noqa: E402
-from pipeline.store import Store  # noqa: E402
+from pipeline.datasets.datasets import dataset_dir  # noqa: E402
+from pipeline.store.store import Store  # noqa: E402
 from training.data import LoaderConfig, ParquetBatches  # noqa: E402
 from training.encoders import ENCODERS  # noqa: E402
 from training.models import PRESETS, build_model  # noqa: E402

@@ -32,7 +32,7 @@ from typing import get_args
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline.store_files import atomic_path  # noqa: E402
+from pipeline.store.store_files import atomic_path  # noqa: E402
 from training.catalog import MODELS, schedule  # noqa: E402
 from training.choices import Device  # noqa: E402
 

@@ -40,11 +40,11 @@ sys.path.insert(0, str(ROOT))
 import chess.pgn  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from pipeline import games as games_module  # noqa: E402
-from pipeline import replay as compiled_loops  # noqa: E402
-from pipeline.archive import open_archive  # noqa: E402
-from pipeline.ingest import IngestConfig, ingest_archive  # noqa: E402
-from pipeline.store import Store  # noqa: E402
+from pipeline.ingest import games as games_module  # noqa: E402
+from pipeline.ingest import replay as compiled_loops  # noqa: E402
+from pipeline.ingest.archive import open_archive  # noqa: E402
+from pipeline.ingest.ingest import IngestConfig, ingest_archive  # noqa: E402
+from pipeline.store.store import Store  # noqa: E402
 
 
 def python_chess_baseline(path: Path) -> tuple[int, float]:
@@ -176,7 +176,7 @@ def main() -> None:
                 f"({r2 / r1 / ceiling:.0%} of this machine's {ceiling:.2f}x)"
             )
         if compiled_loops.compiled is not None:
-            # The fallback where no C compiler built pipeline/_replay.c: both Python loops.
+            # The fallback where no C compiler built pipeline/ingest/_replay.c: both Python loops.
             compiled_loops.compiled = games_module.compiled = None
             p3, s3, _ = ours(combined, 1)
             r3 = p3 / s3

@@ -43,12 +43,12 @@ sys.path.insert(0, str(ROOT))
 import chess  # noqa: E402
 import chess.engine  # noqa: E402
 
-from pipeline.duck import load_sql, memory_connection  # noqa: E402
-from pipeline.encoding import fen_from_row  # noqa: E402
-from pipeline.engine import EnginePool, Evaluation, Job, Limit, find_stockfish  # noqa: E402
-from pipeline.ingest import IngestConfig, ingest_archive  # noqa: E402
-from pipeline.labels import LabelRun, Setting, _pending_params, coverage, label_store  # noqa: E402
-from pipeline.store import Store  # noqa: E402
+from pipeline.ingest.encoding import fen_from_row  # noqa: E402
+from pipeline.ingest.ingest import IngestConfig, ingest_archive  # noqa: E402
+from pipeline.labels.engine import EnginePool, Evaluation, Job, Limit, find_stockfish  # noqa: E402
+from pipeline.labels.labels import LabelRun, Setting, _pending_params, coverage, label_store  # noqa: E402
+from pipeline.store.duck import load_sql, memory_connection  # noqa: E402
+from pipeline.store.store import Store  # noqa: E402
 
 
 def raw_uci_loop(exe: str, fens: list[str], depth: int, clear: str = "", hash_mb: int = 16) -> float:

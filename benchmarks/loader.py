@@ -32,11 +32,11 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from pipeline.datasets import build_dataset, dataset_dir  # noqa: E402
-from pipeline.engine import EnginePool, Limit, find_stockfish  # noqa: E402
-from pipeline.ingest import IngestConfig, ingest_archive  # noqa: E402
-from pipeline.labels import LabelRun, label_store  # noqa: E402
-from pipeline.store import Store  # noqa: E402
+from pipeline.datasets.datasets import build_dataset, dataset_dir  # noqa: E402
+from pipeline.ingest.ingest import IngestConfig, ingest_archive  # noqa: E402
+from pipeline.labels.engine import EnginePool, Limit, find_stockfish  # noqa: E402
+from pipeline.labels.labels import LabelRun, label_store  # noqa: E402
+from pipeline.store.store import Store  # noqa: E402
 from training.data import LoaderConfig, ParquetBatches  # noqa: E402
 from training.encoders import ENCODERS  # noqa: E402
 from training.models import PRESETS, build_model  # noqa: E402

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 import chess  # noqa: E402
 import numpy as np  # noqa: E402
 
-from pipeline.search import AlphaBeta, MaterialEvaluator  # noqa: E402
+from pipeline.play.search import AlphaBeta, MaterialEvaluator  # noqa: E402
 
 STS = ROOT.parent / "shared" / "data" / "epd" / "STS1-STS15_LAN_v3.epd"
 
@@ -51,7 +51,7 @@ class OneByOne:
 
 def positions(n: int) -> list[chess.Board]:
     if STS.exists():
-        from pipeline.suites import load_epd
+        from pipeline.play.suites import load_epd
 
         return [p.board for p in load_epd(STS)[:n]]
     rng, out = random.Random(0), []

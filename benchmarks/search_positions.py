@@ -1,4 +1,4 @@
-"""Drawing a round of searched children (pipeline.search_positions.children), against the
+"""Drawing a round of searched children (pipeline.datasets.search_positions.children), against the
 one-board-at-a-time loop it replaced, run in this process.
 
     python benchmarks/search_positions.py [--archive PGN] [--games 1500] [--children 2] [--workers 0]
@@ -12,7 +12,7 @@ random children a row with the same seeds and the same held-out keys (every pare
             with its python-chess Zobrist key (chess.polyglot.zobrist_hash), then the store's
             encoding of the kept boards (planes, castling, en passant, keys) as rows_of made it
   ours, 1 process: children(..., workers=1): python-chess picks and plays the moves, the kept
-            children are encoded and keyed with numpy (pipeline.encoding)
+            children are encoded and keyed with numpy (pipeline.ingest.encoding)
   ours, every core: the same in one process per usable core (--workers 0)
 
 All three must give the same children in the same order (checked: their keys). Target: ours on
@@ -37,8 +37,8 @@ import chess.pgn  # noqa: E402
 import chess.polyglot  # noqa: E402
 import numpy as np  # noqa: E402
 
+from pipeline.datasets.search_positions import Children, children  # noqa: E402
 from pipeline.parallel import task_seed, usable_cores  # noqa: E402
-from pipeline.search_positions import Children, children  # noqa: E402
 
 ARCHIVE = ROOT.parent / "shared" / "data" / "pgn" / "ficsgamesdb_202401_standard2000_nomovetimes_397466.pgn.zst"
 
@@ -63,7 +63,7 @@ def parents(archive: Path, games: int) -> list[str]:
 
 
 def baseline(fens: list[str], count: int, seed: int, held_out: set[int]) -> Children:
-    """The loop pipeline.search_positions had: board copies keyed by python-chess, encoded after."""
+    """The loop pipeline.datasets.search_positions had: board copies keyed by python-chess, encoded after."""
     kept = []
     for row, fen in enumerate(fens):
         board = chess.Board(fen)

@@ -30,10 +30,10 @@ DEFAULT_ARCHIVE = ROOT.parent / "shared" / "data" / "pgn" / "ficsgamesdb_202201_
 
 
 def run(store, archive: Path, pgn: Path, depth: int) -> dict[str, float]:
-    from pipeline.duck import query
-    from pipeline.engine import EnginePool, Limit, find_stockfish
-    from pipeline.ingest import IngestConfig, ingest_archive
-    from pipeline.labels import LabelRun, label_store
+    from pipeline.ingest.ingest import IngestConfig, ingest_archive
+    from pipeline.labels.engine import EnginePool, Limit, find_stockfish
+    from pipeline.labels.labels import LabelRun, label_store
+    from pipeline.store.duck import query
 
     out = {}
     t = time.perf_counter()
@@ -73,8 +73,8 @@ def main() -> None:
             CHESS_PIPELINE_S3_ENDPOINT=url,
             CHESS_PIPELINE_CACHE=str(Path(tmp) / "cache"),
         )
-        from pipeline import storage
-        from pipeline.store import Store
+        from pipeline.store import storage
+        from pipeline.store.store import Store
         from tests.stores import first_games
 
         storage.client().create_bucket(Bucket="bench-store")

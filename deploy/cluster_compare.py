@@ -25,8 +25,8 @@ class Summary:
 
 
 def summarize(plan: Plan, env: Mapping[str, str]) -> Summary:
-    from pipeline import duck
-    from pipeline.store import Store
+    from pipeline.store import duck
+    from pipeline.store.store import Store
 
     with environ(env):
         store = Store(env["CHESS_PIPELINE_HOME"])

@@ -77,9 +77,9 @@ def base_env(tmp: Path) -> dict[str, str]:
 
 
 def s3_store_supported() -> bool:
-    """Whether the store takes `s3://bucket/prefix` roots (pipeline/storage.py)."""
+    """Whether the store takes `s3://bucket/prefix` roots (pipeline/store/storage.py)."""
     try:
-        from pipeline.store import Store
+        from pipeline.store.store import Store
 
         return Store(f"s3://{BUCKET}/store").remote
     except Exception:

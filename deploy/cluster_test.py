@@ -15,7 +15,7 @@ reproducible label setting: hash cleared, one thread). Every server and worker i
 stopped by its PID on the way out; the exit status is non-zero if any run or comparison failed.
 
 The store of the cluster side is on the moto S3 server (`s3://chess-cluster/store`) when the
-store supports S3 roots (pipeline/storage.py), else a temporary local folder every worker shares.
+store supports S3 roots (pipeline/store/storage.py), else a temporary local folder every worker shares.
 
     .venv/bin/python -m deploy.cluster_test [--store auto|s3|local] [--keep] [--measure]
 

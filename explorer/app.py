@@ -48,9 +48,9 @@ from explorer.position import (
     position_key,
     setup_board,
 )
-from pipeline import duck
-from pipeline.engine import EngineNotFound
-from pipeline.store import Store
+from pipeline.labels.engine import EngineNotFound
+from pipeline.store import duck
+from pipeline.store.store import Store
 
 STATIC = Path(str(resources.files("explorer").joinpath("static")))
 VENDOR_MISSING = (
@@ -414,7 +414,7 @@ def create_app(
         }
         scored = [boards[i] for i in playing]
         if scored:
-            from pipeline.search import MaterialEvaluator
+            from pipeline.play.search import MaterialEvaluator
 
             trad = MaterialEvaluator().evaluate(scored)
             for j, i in enumerate(playing):

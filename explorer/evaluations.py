@@ -21,11 +21,11 @@ from pathlib import Path
 import chess
 
 from explorer.position import InputError, NotFound
-from pipeline import storage
-from pipeline.encoding import MATERIAL_VALUES
-from pipeline.engine import EngineNotFound, Evaluation, Job, Limit, find_stockfish
-from pipeline.search import MaterialEvaluator
-from pipeline.storage_paths import ObjectPath, StorePath
+from pipeline.ingest.encoding import MATERIAL_VALUES
+from pipeline.labels.engine import EngineNotFound, Evaluation, Job, Limit, find_stockfish
+from pipeline.play.search import MaterialEvaluator
+from pipeline.store import storage
+from pipeline.store.storage_paths import ObjectPath, StorePath
 
 PIECE_VALUE_DATASET = "piece_values"
 """A checkpoint that names no preset is taken for a piece-value network when trained on this dataset."""
@@ -280,7 +280,7 @@ class LiveSearches:
     FEN and depth) is the same search; a new one supersedes every earlier search still queued
     or running (the page wants the position it shows now): those end as "stopped", and the
     engine searching one is killed at once (the pool is started afresh for the next search).
-    The engine is the project's pool (pipeline/engine.py): replies tied to their request and
+    The engine is the project's pool (pipeline/labels/engine.py): replies tied to their request and
     validated before they are shown."""
 
     KEPT = 256
@@ -372,7 +372,7 @@ class LiveSearches:
                 state.update(fields, finished=time.time())
 
     def _work(self) -> None:
-        from pipeline.engine import EnginePool
+        from pipeline.labels.engine import EnginePool
 
         try:
             while not self._stop.is_set():

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import chess
 import chess.polyglot
 
-from pipeline.search import board_arrays
+from pipeline.play.search import board_arrays
 
 MAX_FEN = 100
 """Longest FEN accepted (the longest legal one is about 90 characters)."""

@@ -2,7 +2,7 @@
 
 Every query is a file in sql/queries/ (explorer_*.sql) with its values bound as parameters;
 the connection is the store's DuckDB file opened read-only with its configuration locked
-(`pipeline.duck.read_only_connection`), so nothing here can write to the store."""
+(`pipeline.store.duck.read_only_connection`), so nothing here can write to the store."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import chess.pgn
 import duckdb
 
 from explorer.position import InputError, NotFound, PositionKey, placement_keys, position_key
-from pipeline.duck import load_sql
+from pipeline.store.duck import load_sql
 
 GAMES_LISTED = 20
 """Games listed (with links to their PGN) for a position."""

@@ -83,7 +83,7 @@ def _call(fn: Callable[[Any, Any], Any], task: Any) -> Any:
 
 def close(state: Any) -> None:
     """A setup's state closed, where it has a close() (an evaluator that runs an engine process:
-    pipeline.stockfish_eval). In a worker process the process's exit ends such an engine (it
+    pipeline.play.stockfish_eval). In a worker process the process's exit ends such an engine (it
     reads the end of its input as `quit`)."""
     if callable(getattr(state, "close", None)):
         state.close()

@@ -166,7 +166,7 @@ def games_charts(games_file: Path | str, key: str) -> dict[str, bytes | int]:
     distinct player), and how many distinct players and rated players (by name) it holds."""
     import pyarrow.parquet as pq
 
-    from pipeline.storage import read_filesystem
+    from pipeline.store.storage import read_filesystem
 
     fs, where = read_filesystem(games_file)  # a local file, or an object of an S3 store
     games = pq.read_table(

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.store_files import atomic_path
+from pipeline.store.store_files import atomic_path
 
 LOG_EVERY_S = 10.0
 """A progress line in the run's log at most this often (and one at the end)."""

@@ -25,7 +25,7 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     from explorer.app import create_app
-    from pipeline.store import Store
+    from pipeline.store.store import Store
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--home", required=True)

@@ -163,8 +163,8 @@ def build_external(store: str, exclude: str, out: str) -> int:
     """Static-labelled 3-class rows (as sabatelli_3class: both players over 2000, side to move's
     view) of the store's archives other than the demo's (ficsgamesdb_2024*), one per distinct
     position, none of the positions of `exclude`'s train and val splits."""
-    from pipeline import duck
-    from pipeline.store import Store
+    from pipeline.store import duck
+    from pipeline.store.store import Store
 
     seen = [f"{exclude}/datasets/sabatelli_3class/{s}.parquet" for s in ("train", "val")]
     with duck.memory_connection(Store(store)) as con:

@@ -1,13 +1,13 @@
 """Issue 19's study: what the labels of positions that are not quiet teach an evaluation.
 
-The traditional evaluation (pipeline.search.MaterialEvaluator: material and Michniewski's
+The traditional evaluation (pipeline.play.search.MaterialEvaluator: material and Michniewski's
 piece-square tables, tapered by phase) is a linear function of the 768 piece bits. This script
 fits the same function to Stockfish's labels (Texel's tuning: the win probability of the
 label, 1 / (1 + 10^(-cp / 400)), by mean squared error, starting from Michniewski's tables), once
 on every train position of a `sabatelli_regression` dataset and once on its quiet positions
 only (the side to move not in check and without a capture), and reports for each: the test
 error beside the traditional evaluation's, the pieces' average values, and a match against the
-traditional evaluation in the same search (pipeline.search.AlphaBeta at a fixed depth, with
+traditional evaluation in the same search (pipeline.play.search.AlphaBeta at a fixed depth, with
 `--quiescence` plies of captures beyond it, each of Sabatelli's openings twice, colours
 swapped). The learnt tables play through MaterialEvaluator itself, so both sides search at the
 same cost.
@@ -31,13 +31,13 @@ import numpy as np
 import pyarrow.parquet as pq
 import torch
 
-from pipeline.encoding import fens_from_columns
-from pipeline.matches import MatchSpec, match_result, pairings, play_pairing, wilson_interval
-from pipeline.openings import sabatelli_openings
-from pipeline.search import PHASE_UNITS, TRADITIONAL_TABLES, AlphaBeta, MaterialEvaluator, SearchPlayer
+from pipeline.ingest.encoding import fens_from_columns
+from pipeline.play.matches import MatchSpec, match_result, pairings, play_pairing, wilson_interval
+from pipeline.play.openings import sabatelli_openings
+from pipeline.play.search import PHASE_UNITS, TRADITIONAL_TABLES, AlphaBeta, MaterialEvaluator, SearchPlayer
 
 WP_SCALE = 400.0
-"""The dataset's win_prob scale (pipeline.datasets.SabatelliRegressionParams.wp_scale)."""
+"""The dataset's win_prob scale (pipeline.datasets.datasets.SabatelliRegressionParams.wp_scale)."""
 PIECES = "PNBRQ"
 
 

@@ -44,7 +44,7 @@ def fics_search(shared_data) -> Path:
 
 @pytest.fixture(scope="session")
 def stockfish() -> str:
-    from pipeline.engine import EngineNotFound, find_stockfish
+    from pipeline.labels.engine import EngineNotFound, find_stockfish
 
     try:
         return find_stockfish()
@@ -54,11 +54,11 @@ def stockfish() -> str:
 
 @pytest.fixture(scope="session")
 def compiled():
-    """pipeline._replay: skipped where no C compiler built it, a failure under CI."""
-    from pipeline.replay import compiled as module
+    """pipeline.ingest._replay: skipped where no C compiler built it, a failure under CI."""
+    from pipeline.ingest.replay import compiled as module
 
     if module is None:
-        msg = "the compiled loops (pipeline/_replay.c) are not built: was a C compiler there at install?"
+        msg = "the compiled loops (pipeline/ingest/_replay.c) are not built: was a C compiler there at install?"
         if os.environ.get("CI"):
             pytest.fail(msg)
         pytest.skip(msg + " The Python loops are still tested.")

@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
-from pipeline.engine import EnginePool
-from pipeline.ingest import IngestConfig, ingest_archive
-from pipeline.labels import LabelRun, label_store
-from pipeline.store import Store
+from pipeline.ingest.ingest import IngestConfig, ingest_archive
+from pipeline.labels.engine import EnginePool
+from pipeline.labels.labels import LabelRun, label_store
+from pipeline.store.store import Store
 
 
 def add_pgn(store: Store, folder: Path, name: str, text: str) -> str:
@@ -29,8 +29,8 @@ def labelled_store(folder: Path, text: str, stockfish: str) -> Store:
 def depth1_dataset_store(folder: Path, source: Path, stockfish: str, games: int = 16) -> Store:
     """The first games of a real archive, every distinct position labelled at depth 1 (fast), and
     sabatelli_3class built from them (players over 1500; a fifth of the games each for val and test)."""
-    from pipeline.datasets import SplitConfig, build_dataset
-    from pipeline.engine import Limit
+    from pipeline.datasets.datasets import SplitConfig, build_dataset
+    from pipeline.labels.engine import Limit
 
     store = Store(folder / "store").ensure()
     add_pgn(store, folder, "games.pgn", first_games(source, games, folder / "src.pgn"))
@@ -52,7 +52,7 @@ def lubeck_checkpoint(tmp_path_factory, source: Path) -> Path:
 
     Trained once a test session (the lubeck_grid asset's tests and the explorer's use the same
     network), so nothing may write into its store or over the checkpoint: copy it first."""
-    from pipeline.datasets import SplitConfig, build_dataset
+    from pipeline.datasets.datasets import SplitConfig, build_dataset
     from training.train import TrainConfig, train
 
     key = (tmp_path_factory.getbasetemp(), Path(source))
@@ -75,7 +75,7 @@ def lubeck_checkpoint(tmp_path_factory, source: Path) -> Path:
 
 def first_games(source: Path, n: int, dest: Path) -> str:
     """The first n games of a real archive as PGN text (written to dest too)."""
-    from pipeline.archive import iter_raw_games
+    from pipeline.ingest.archive import iter_raw_games
 
     texts = []
     for i, g in enumerate(iter_raw_games(source)):

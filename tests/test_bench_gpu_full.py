@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipeline.store import Store
+from pipeline.store.store import Store
 from tests.training.synthetic import write_dataset
 
 

@@ -10,7 +10,7 @@ import chess
 import pytest
 import torch
 
-from pipeline.store import Store
+from pipeline.store.store import Store
 from tests.training.synthetic import write_dataset
 
 ROOT = Path(__file__).resolve().parent.parent

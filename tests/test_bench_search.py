@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.store import Store
+from pipeline.store.store import Store
 from tests.training.conftest import QUIET
 from tests.training.synthetic import write_dataset
 from training.train import TrainConfig, train

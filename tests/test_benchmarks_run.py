@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.store import Store
+from pipeline.store.store import Store
 from tests.training.synthetic import write_dataset
 from training.encoders import ENCODERS
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from assets.cli import main
+from cli import main
 
 
 def sum_removed(out: str, name: str) -> int:
@@ -69,7 +69,7 @@ def test_demo_makes_a_selfplay_archive_and_runs_the_graph(home, capsys, stockfis
             out, "sabatelli_3class"
         )
     assert "coverage 100.00%" in out
-    # ... and trained the demo's network (assets.cli.demo.DEMO_MODEL), its metrics in the store.
+    # ... and trained the demo's network (cli.demo.DEMO_MODEL), its metrics in the store.
     assert "mlp_counts_3class: test accuracy" in out
     with duckdb.connect(str(home / "chess.duckdb"), read_only=True) as con:
         assert (
@@ -615,7 +615,7 @@ def run_cli(home, *args):
     root = Path(__file__).resolve().parent.parent
     env = {k: v for k, v in os.environ.items() if k != "CHESS_PIPELINE_HOME"}
     r = subprocess.run(
-        [sys.executable, "-m", "assets.cli", "--home", str(home), *args],
+        [sys.executable, "-m", "cli", "--home", str(home), *args],
         cwd=root,
         env=env,
         capture_output=True,
@@ -713,7 +713,7 @@ def test_csv_holds_every_column_and_a_closed_pipe_ends_quietly(home, capsys, tmp
     import sys
     from pathlib import Path
 
-    from pipeline.encoding import fen_from_row
+    from pipeline.ingest.encoding import fen_from_row
 
     pgn = tmp_path / "annotated.pgn"
     pgn.write_text('[Event "x"]\n[Annotator "me, with a comma"]\n[Result "*"]\n\n1. e4 e5 *\n')
@@ -741,7 +741,7 @@ def test_csv_holds_every_column_and_a_closed_pipe_ends_quietly(home, capsys, tmp
         [
             sys.executable,
             "-m",
-            "assets.cli",
+            "cli",
             "--home",
             str(home),
             "sql",
@@ -763,9 +763,9 @@ def test_csv_holds_every_column_and_a_closed_pipe_ends_quietly(home, capsys, tmp
 def test_the_shard_lease_flag_reaches_the_labels_run_config():
     """`label --shard-lease S` is the labels asset's shard_lease_ttl_s (an S3 store's lease time);
     without it, LabelRun's default."""
-    from assets.cli.app import build_parser
-    from assets.cli.label import config_from_args
-    from pipeline.labels import SHARD_LEASE_TTL_S
+    from cli.app import build_parser
+    from cli.label import config_from_args
+    from pipeline.labels.labels import SHARD_LEASE_TTL_S
 
     parser = build_parser()
     config, _ = config_from_args(parser.parse_args(["label", "--shard-lease", "30"]))
@@ -779,8 +779,8 @@ def test_debug_flag_is_the_one_switch_the_runtime_reads(three_games, capsys, mon
     # own event-log write errors kept off stderr) and the run's processes see it too; afterwards
     # the variable is as it was (an in-process call must not turn later commands' errors into
     # tracebacks).
-    import assets.cli.app as app
-    from assets.cli.runtime import debugging
+    import cli.app as app
+    from cli.runtime import debugging
 
     seen = []
     monkeypatch.setattr(app, "set_command", lambda command: seen.append((command, debugging())))

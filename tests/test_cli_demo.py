@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from assets.cli.demo import real_archives, verdict
+from cli.demo import real_archives, verdict
 
 
 def test_real_archives_are_the_2024_fics_standard_files_of_the_folder(tmp_path):
@@ -67,8 +67,8 @@ def test_verdict_judges_the_majority_class_by_its_own_lead_and_interval():
 
 
 def test_a_store_without_suites_links_the_shared_sts_and_kaufman_suites_once(shared_data, tmp_path, monkeypatch):
-    from assets.cli.demo import DemoConfig, link_suites
-    from pipeline.store import Store
+    from cli.demo import DemoConfig, link_suites
+    from pipeline.store.store import Store
 
     monkeypatch.delenv("CHESS_PIPELINE_SUITES", raising=False)
     assert Path(DemoConfig().suites) == shared_data / "epd"  # the demo's default folder of suites
@@ -82,8 +82,8 @@ def test_a_store_without_suites_links_the_shared_sts_and_kaufman_suites_once(sha
 
 
 def test_suites_are_linked_only_into_a_store_whose_evaluation_finds_none(tmp_path, monkeypatch):
-    from assets.cli.demo import link_suites
-    from pipeline.store import Store
+    from cli.demo import link_suites
+    from pipeline.store.store import Store
 
     source = tmp_path / "src"
     source.mkdir()

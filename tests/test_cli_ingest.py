@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from assets.cli import main
+from cli import main
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def _cli(*args, dagster_home):
     env = {**os.environ, "DAGSTER_HOME": str(dagster_home)}
     env.pop("CHESS_PIPELINE_HOME", None)
     return subprocess.run(
-        [sys.executable, "-m", "assets.cli", *map(str, args)], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "cli", *map(str, args)], env=env, capture_output=True, text=True, timeout=300
     )
 
 
@@ -121,7 +121,7 @@ def test_parquet_writes_on_a_full_disk(small_fs, fics_2022, tmp_path):
     assert f"{fics_2022.name}: 2229 games, 0 rejected" in r.stdout
 
 
-# 3 MiB: the instance on this disk holds the CLI's 1 MiB reserve (assets.cli.runtime.RESERVE_BYTES)
+# 3 MiB: the instance on this disk holds the CLI's 1 MiB reserve (cli.runtime.RESERVE_BYTES)
 # beside the store and the instance, and the last ingest must fit once the filler is gone.
 @pytest.mark.parametrize("small_fs", ["3m"], indirect=True)
 def test_copy_and_instance_on_a_full_disk(small_fs, fics_search, tmp_path):

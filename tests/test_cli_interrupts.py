@@ -15,8 +15,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.cli.runtime import interrupted, materialize, signals_seen
-from pipeline.store import Store
+from cli.runtime import interrupted, materialize, signals_seen
+from pipeline.store.store import Store
 from tests.fixtures_pgn import RATED_GAMES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -118,7 +118,7 @@ def test_ctrl_c_stops_ingest_in_one_line_and_ingests_no_further_archive(tmp_path
     home = tmp_path / "store"
     env = {**os.environ, "CHESS_PIPELINE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
     env.pop("CHESS_PIPELINE_DEBUG", None)
-    cmd = [sys.executable, "-m", "assets.cli", "ingest", *sorted(map(str, folder.iterdir()))]
+    cmd = [sys.executable, "-m", "cli", "ingest", *sorted(map(str, folder.iterdir()))]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first = proc.stdout.readline()  # a0's line: a1's run has begun
     assert "a0" in first, (first, proc.stderr.read())

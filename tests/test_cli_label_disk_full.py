@@ -10,8 +10,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from pipeline.ingest import IngestConfig, ingest_archive
-from pipeline.store import Store
+from pipeline.ingest.ingest import IngestConfig, ingest_archive
+from pipeline.store.store import Store
 from tests.stores import first_games
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,7 +58,7 @@ def test_a_disk_that_fills_during_label_is_one_line_and_the_run_is_marked_failed
     env = {**os.environ, "CHESS_PIPELINE_HOME": str(home)}
     for name in ("DAGSTER_HOME", "CHESS_PIPELINE_DEBUG"):
         env.pop(name, None)
-    cmd = [sys.executable, "-m", "assets.cli", "label", "--depth", "8", "--workers", "1"]
+    cmd = [sys.executable, "-m", "cli", "label", "--depth", "8", "--workers", "1"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     labels = home / "labels"
     deadline = time.monotonic() + 60

@@ -1,4 +1,4 @@
-"""The label setting is one pipeline.engine.Limit, from the flag to the file path: the same flags in
+"""The label setting is one pipeline.labels.engine.Limit, from the flag to the file path: the same flags in
 `label`, `datasets` and `reproduce`, its default declared once (issue 35). Parsing only: no engine,
 no store."""
 
@@ -7,29 +7,29 @@ from pathlib import Path
 
 import pytest
 
-from assets.cli.app import build_parser
-from pipeline.engine import Limit
+from cli.app import build_parser
+from pipeline.labels.engine import Limit
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _label(argv: list[str]) -> Limit:
-    from assets.cli.label import config_from_args
+    from cli.label import config_from_args
 
     config, _ = config_from_args(build_parser().parse_args(["label", *argv]))
     return Limit(config.limit, config.value)
 
 
 def _datasets(argv: list[str]) -> Limit | None:
-    from assets.cli.datasets import label_setting
+    from cli.datasets import label_setting
 
     got = label_setting(build_parser().parse_args(["datasets", "sabatelli_3class", *argv]))
     return Limit(got["label_kind"], got["label_value"]) if got else None
 
 
 def _reproduce(argv: list[str]) -> Limit:
-    from assets.cli.flags import limit_from_args
-    from assets.cli.reproduce import ReproduceConfig
+    from cli.flags import limit_from_args
+    from cli.reproduce import ReproduceConfig
 
     args = build_parser().parse_args(["reproduce", *argv])
     return limit_from_args(args, "reproduce", ReproduceConfig.label)
@@ -50,7 +50,7 @@ def test_every_command_reads_the_label_setting_from_the_same_flags(read, argv, l
 
 @pytest.mark.parametrize("command", [["label"], ["datasets", "sabatelli_3class"], ["reproduce"]])
 def test_a_bad_label_setting_is_one_line_naming_the_flag(command, capsys):
-    from assets.cli.flags import limit_from_args
+    from cli.flags import limit_from_args
 
     args = build_parser().parse_args([*command, "--depth", "0"])
     with pytest.raises(SystemExit) as e:
@@ -62,9 +62,9 @@ def test_a_bad_label_setting_is_one_line_naming_the_flag(command, capsys):
 
 
 def test_without_a_flag_each_command_takes_the_one_default():
-    from assets.cli.reproduce import ReproduceConfig
     from assets.labels import LabelsConfig
-    from pipeline.datasets import DATASETS, LabelSetting
+    from cli.reproduce import ReproduceConfig
+    from pipeline.datasets.datasets import DATASETS, LabelSetting
 
     default = Limit()
     assert _label([]) == default and _reproduce([]) == default == ReproduceConfig().label
@@ -99,9 +99,9 @@ def test_the_documented_default_depth_is_the_declared_one():
 def test_the_flags_reach_the_one_label_run_and_its_folder(tmp_path):
     """`label` builds the run config; the asset's LabelsConfig.run is the one LabelRun, and its
     limit names the folder the labels go to."""
-    from assets.cli.label import config_from_args
-    from pipeline.labels import Setting, labels_dir
-    from pipeline.store import Store
+    from cli.label import config_from_args
+    from pipeline.labels.labels import Setting, labels_dir
+    from pipeline.store.store import Store
 
     argv = ["label", "--nodes", "500", "--limit", "3", "--minutes", "2", "--order", "most_used", "--relabel"]
     config, _ = config_from_args(build_parser().parse_args(argv))

@@ -5,9 +5,9 @@ import time
 
 from tqdm import tqdm
 
-from assets.cli.label import LabelResult
-from assets.cli.progress import show_counts, watch
 from assets.records import LabelsMetadata
+from cli.label import LabelResult
+from cli.progress import show_counts, watch
 from pipeline.progress import Counts, Progress
 
 

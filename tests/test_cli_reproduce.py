@@ -145,7 +145,7 @@ def test_each_finished_step_says_how_many_are_left_and_how_long_they_should_take
 
 
 def test_report_has_every_published_figure_beside_ours(reproduced):
-    from pipeline.published import EVALUATION_FIGURES, MODEL_FIGURES
+    from pipeline.research.published import EVALUATION_FIGURES, MODEL_FIGURES
 
     store = reproduced["tmp"] / "store"
     text = (store / "reports" / "reproduction.md").read_text()

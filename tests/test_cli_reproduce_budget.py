@@ -11,12 +11,12 @@ from types import SimpleNamespace
 import dagster as dg
 import pytest
 
-import assets.cli.reproduce as rp
+import cli.reproduce as rp
 from assets.reproduce import REPRODUCED
 from assets.training import MODELS, train_config
-from pipeline.budget import EVALUATION_SECONDS, evaluation_reserve
-from pipeline.reproduction import PUBLISHED_SPLIT
-from pipeline.store import Store
+from pipeline.research.budget import EVALUATION_SECONDS, evaluation_reserve
+from pipeline.research.reproduction import PUBLISHED_SPLIT
+from pipeline.store.store import Store
 
 MODEL_SECONDS = 600.0
 """How long each model run takes on the test's clock (more than its share: the rest comes off the next shares)."""
@@ -137,7 +137,7 @@ def test_a_share_never_raises_a_profiles_own_bound():
 
 @pytest.mark.parametrize("hours", ["-1", "nan", "inf"])
 def test_a_bad_budget_is_refused_in_one_line(hours, tmp_path, capsys):
-    from assets.cli.app import main
+    from cli.app import main
 
     with pytest.raises(SystemExit) as e:
         main(["--home", str(tmp_path / "store"), "reproduce", "--hours", hours])
@@ -191,7 +191,7 @@ def test_a_command_run_again_goes_on_with_the_budget_its_ledger_kept(tmp_path, m
     """An earlier command with the same settings spent 20 minutes and was killed before training:
     the training pool is what is left of the hour after those 20 minutes and this command's own,
     the ledger is saved after each step, and the report says the budget ran over two commands."""
-    from pipeline import budget as budget_module
+    from pipeline.research import budget as budget_module
 
     clock = [0.0]
     calls: list[tuple[str, object]] = []
@@ -233,7 +233,7 @@ def test_a_command_run_again_goes_on_with_the_budget_its_ledger_kept(tmp_path, m
 
 
 def _ledger_of(store: Store, cfg) -> dict:
-    from pipeline.budget import LEDGER_DIR, ledger_name
+    from pipeline.research.budget import LEDGER_DIR, ledger_name
 
     return json.loads((store.root / LEDGER_DIR / ledger_name(rp.budget_key(cfg))).read_text())
 
@@ -285,7 +285,7 @@ def test_a_store_that_refuses_the_ledger_is_said_and_the_command_goes_on(tmp_pat
     def full(path, data):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("pipeline.store_files.write_json", full)
+    monkeypatch.setattr("pipeline.store.store_files.write_json", full)
     cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), hours=1.0, models=("mlp_bitmap_3class",))
     with dg.DagsterInstance.ephemeral() as instance:
         assert rp.reproduce(store, instance, cfg) == [] and ran

@@ -3,7 +3,7 @@
 import duckdb
 import pytest
 
-from assets.cli import main
+from cli import main
 
 
 @pytest.fixture
@@ -83,8 +83,8 @@ def test_the_selfplay_flags_set_the_krk_checks_selfplay_over_its_own_defaults():
     """KRKCheck holds a TDConfig: with --krk the TDConfig flags given set the check's self-play
     too; those left out take the check's defaults (krk_selfplay), not the line's, and a flag given
     at the line's default (--clock-ends draw) still counts as given."""
-    from assets.cli.app import build_parser
-    from assets.cli.selfplay import settings
+    from cli.app import build_parser
+    from cli.selfplay import settings
 
     args = build_parser().parse_args(
         ["selfplay", "--krk", "--games", "3", "--clock-ends", "draw", "--krk-mate-plies", "7"]

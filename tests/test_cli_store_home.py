@@ -3,7 +3,7 @@ before or after the command (issue 36)."""
 
 import pytest
 
-from assets.cli import main
+from cli import main
 
 
 def test_a_new_store_is_named_once_on_stderr(tmp_path, monkeypatch, capsys):
@@ -38,7 +38,7 @@ def _commands() -> dict[str, object]:
     """Every subcommand of the parser, by name, with its parser."""
     import argparse
 
-    from assets.cli import build_parser
+    from cli import build_parser
 
     [sub] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     return dict(sub.choices)

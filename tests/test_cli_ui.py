@@ -99,7 +99,7 @@ def test_a_child_that_ignores_sigterm_is_killed_with_its_group_after_the_grace(t
     # A stuck `dagster dev`: a shell and its child ignoring SIGTERM (ignored signals are inherited).
     marker = f"CHESS_PIPELINE_UI_TEST={tmp_path}"
     stuck = ["sh", "-c", "trap '' TERM; sleep 60 & wait"]
-    code = f"import sys; from assets.cli.ui import run_group; sys.exit(run_group({stuck!r}, 'stuck', grace_s=1))"
+    code = f"import sys; from cli.ui import run_group; sys.exit(run_group({stuck!r}, 'stuck', grace_s=1))"
     env = {**os.environ, "CHESS_PIPELINE_UI_TEST": str(tmp_path)}
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
     try:

@@ -73,8 +73,8 @@ def link_problems(pages: list[Path]) -> list[str]:
 
 
 def cli_commands() -> set[str]:
-    """The subcommands the parser of assets/cli defines."""
-    from assets.cli.app import build_parser
+    """The subcommands the parser of cli defines."""
+    from cli.app import build_parser
 
     subs = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     assert len(subs) == 1

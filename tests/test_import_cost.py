@@ -19,8 +19,8 @@ STARTUP = (
     "import json, sys\n"
     "from assets.definitions import build_defs\n"
     "assert build_defs({}).resolve_asset_graph().get_all_asset_keys()  # what the code server builds\n"
-    "import assets.launch\n"
-    "from assets.cli import build_parser\n"
+    "import cli.launch\n"
+    "from cli import build_parser\n"
     "build_parser().format_help()  # what `chess-pipeline --help` builds: every command's flags\n"
     "print(json.dumps(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules)))\n"
 )

@@ -4,9 +4,13 @@ dependency), and the project's imports point one way, with no circle.
 
 The import direction is read from the source (every import statement, those inside functions
 too: an import moved into a function to dodge a circle is still the circle). The layers, lowest
-first: pipeline; training; assets and explorer (neither imports the other); the CLI (assets/cli
-and its entry point assets/launch); deploy. A module imports modules of its own layer's package
-or of a lower layer, never upward, and no set of modules imports itself round."""
+first: pipeline; training; assets and explorer (neither imports the other); the CLI (cli/, with
+the console script's entry point cli/launch.py); deploy. A module imports modules of its own
+layer's package or of a lower layer, never upward, and no set of modules imports itself round.
+
+Inside pipeline/ the same holds between its stage folders (pipeline/__init__.py lists them):
+a stage imports only the stages before it in STAGES, and no set of stages and root helpers
+imports itself round."""
 
 import ast
 import pkgutil
@@ -19,11 +23,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = {"pipeline": 0, "training": 1, "assets": 2, "explorer": 2, "cli": 3, "deploy": 4}
 """Package -> its layer: imports go to the same package or a lower layer."""
+STAGES = ["store", "ingest", "labels", "research", "datasets", "play"]
+"""pipeline/'s stage folders, lowest first: a stage imports only stages before it."""
 
 
 def _modules(package: str) -> list[str]:
+    """Every module of the package, its subpackages' too (not the compiled or private ones)."""
     return sorted(
-        f"{package}.{m.name}" for m in pkgutil.iter_modules([str(ROOT / package)]) if not m.name.startswith("_")
+        m.name
+        for m in pkgutil.walk_packages([str(ROOT / package)], prefix=f"{package}.")
+        if not m.ispkg and not m.name.rpartition(".")[2].startswith("_")
     )
 
 
@@ -31,7 +40,9 @@ LIBRARY_MODULES = _modules("pipeline") + _modules("training")
 
 
 def test_the_library_packages_have_modules_to_check():
-    assert {"pipeline.engine", "pipeline.labels", "pipeline.store", "training.train"} <= set(LIBRARY_MODULES)
+    assert {"pipeline.labels.engine", "pipeline.labels.labels", "pipeline.store.store", "training.train"} <= set(
+        LIBRARY_MODULES
+    )
 
 
 @pytest.mark.parametrize("package", ["pipeline", "training"])
@@ -55,9 +66,7 @@ def test_library_modules_import_without_dagster(package):
 
 
 def package_of(module: str) -> str:
-    """The layer package of a dotted module name: assets/cli and its entry point are the CLI's."""
-    if module == "assets.launch" or module.startswith("assets.cli"):
-        return "cli"
+    """The layer package of a dotted module name."""
     return module.split(".")[0]
 
 
@@ -132,8 +141,8 @@ def layering_problems(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_imports_point_one_way_with_no_circle():
-    graph = import_graph(ROOT, ["pipeline", "training", "assets", "explorer", "deploy"])
-    assert {"assets.shared", "assets.cli.app", "pipeline.engine", "explorer.app"} <= set(graph)
+    graph = import_graph(ROOT, ["pipeline", "training", "assets", "explorer", "cli", "deploy"])
+    assert {"assets.shared", "cli.app", "pipeline.labels.engine", "explorer.app"} <= set(graph)
     assert "assets.shared" in graph["assets.evaluation"]  # the graph sees the imports
     problems = layering_problems(graph)
     assert not problems, "\n".join(problems)
@@ -149,8 +158,8 @@ def test_the_layering_check_fails_on_a_planted_circle_and_an_upward_import(tmp_p
         "assets/a.py": "from assets import b\n",
         "assets/b.py": "def f():\n    from .c import g\n",
         "assets/c.py": "import assets.a\n",
-        "assets/cli/__init__.py": "from assets.cli import app\n",
-        "assets/cli/app.py": "from assets.a import x\n",
+        "cli/__init__.py": "from cli import app\n",
+        "cli/app.py": "from assets.a import x\n",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -160,4 +169,66 @@ def test_the_layering_check_fails_on_a_planted_circle_and_an_upward_import(tmp_p
         "pipeline.low imports training.model: upward (pipeline -> training)",
         "import circle: assets.a, assets.b, assets.c",
         "import circle: pipeline.low, training.model",
+    ], problems
+
+
+def unit_of(module: str) -> str | None:
+    """The unit of pipeline/ a module belongs to: its stage folder, or itself for a root helper."""
+    parts = module.split(".")
+    if parts[0] != "pipeline" or len(parts) < 2:
+        return None
+    return f"pipeline.{parts[1]}"
+
+
+def stage_problems(graph: dict[str, set[str]]) -> list[str]:
+    """Imports between pipeline/'s stages that go up STAGES, and circles between its units
+    (stage folders and root helpers), one line each."""
+    units: dict[str, set[str]] = {}
+    for a, targets in graph.items():
+        ua = unit_of(a)
+        if ua is None:
+            continue
+        units.setdefault(ua, set())
+        for b in targets:
+            ub = unit_of(b)
+            if ub is not None and ub != ua:
+                units[ua].add(ub)
+                units.setdefault(ub, set())
+    rank = {f"pipeline.{s}": i for i, s in enumerate(STAGES)}
+    problems = [
+        f"{a} imports {b}: upward (stages: {', '.join(STAGES)})"
+        for a in sorted(units)
+        for b in sorted(units[a])
+        if a in rank and b in rank and rank[b] >= rank[a]
+    ]
+    return problems + [p.replace("import circle", "stage circle") for p in layering_problems(units) if "circle" in p]
+
+
+def test_pipeline_stages_point_one_way_with_no_circle():
+    graph = import_graph(ROOT, ["pipeline"])
+    folders = {p.name for p in (ROOT / "pipeline").iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(STAGES), f"pipeline/ has stage folders {sorted(folders)}; STAGES names {STAGES}"
+    problems = stage_problems(graph)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_stage_check_fails_on_a_planted_upward_import_and_circle(tmp_path):
+    files = {
+        "pipeline/__init__.py": "",
+        "pipeline/store/__init__.py": "",
+        "pipeline/store/files.py": "from pipeline.progress import report\n",
+        "pipeline/progress.py": "def report():\n    from pipeline.store.files import x\n",
+        "pipeline/labels/__init__.py": "",
+        "pipeline/labels/engine.py": "def f():\n    from pipeline.play.search import g\n",
+        "pipeline/play/__init__.py": "",
+        "pipeline/play/search.py": "from pipeline.labels import engine\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    problems = stage_problems(import_graph(tmp_path, ["pipeline"]))
+    assert problems == [
+        "pipeline.labels imports pipeline.play: upward (stages: store, ingest, labels, research, datasets, play)",
+        "stage circle: pipeline.labels, pipeline.play",
+        "stage circle: pipeline.progress, pipeline.store",
     ], problems

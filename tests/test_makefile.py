@@ -18,13 +18,14 @@ def _tree(folder: Path) -> Path:
         "chess_pipeline.egg-info",
         ".pytest_cache",
         "pipeline/__pycache__",
+        "pipeline/ingest",
         "store/labels/engine=x",
         "store/models",
         "store/dagster",
     ):
         (folder / d).mkdir(parents=True)
     for f in (
-        "pipeline/_replay.cpython-311-x86_64-linux-gnu.so",
+        "pipeline/ingest/_replay.cpython-311-x86_64-linux-gnu.so",
         "pipeline/__pycache__/a.cpython-311.pyc",
         "store/labels/engine=x/data.parquet",
         "store/models/m.pt",
@@ -44,7 +45,7 @@ def test_clean_keeps_the_store_and_clean_store_says_what_it_deletes(tmp_path):
         "chess_pipeline.egg-info",
         ".pytest_cache",
         "pipeline/__pycache__",
-        "pipeline/_replay.cpython-311-x86_64-linux-gnu.so",
+        "pipeline/ingest/_replay.cpython-311-x86_64-linux-gnu.so",
     ):
         assert not (folder / gone).exists(), gone
     assert (folder / "store/labels/engine=x/data.parquet").exists() and (folder / "store/models/m.pt").exists()

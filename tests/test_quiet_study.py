@@ -11,7 +11,7 @@ import chess
 import numpy as np
 import torch
 
-from pipeline.search import TRADITIONAL_TABLES, MaterialEvaluator, board_arrays
+from pipeline.play.search import TRADITIONAL_TABLES, MaterialEvaluator, board_arrays
 
 _SPEC = importlib.util.spec_from_file_location("quiet_study", Path(__file__).parents[1] / "scripts" / "quiet_study.py")
 study = importlib.util.module_from_spec(_SPEC)

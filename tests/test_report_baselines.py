@@ -4,10 +4,10 @@ import time
 
 import pytest
 
-from assets.cli.query import run_report
-from pipeline.duck import create_views
-from pipeline.evaluation import write_model_metrics
-from pipeline.store import Store
+from cli.query import run_report
+from pipeline.play.evaluation import write_model_metrics
+from pipeline.store.duck import create_views
+from pipeline.store.store import Store
 
 
 def test_the_report_shows_each_models_newest_run_beside_its_baselines(tmp_path):

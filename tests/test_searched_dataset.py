@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from pipeline.encoding import fens_from_columns
+from pipeline.ingest.encoding import fens_from_columns
 from tests.engines import faulty_stockfish, static_cp
 from tests.stores import first_games
 from training.data import LoaderConfig, ParquetBatches

@@ -1,5 +1,5 @@
 """Every module-level constant of pipeline/ and training/ is used somewhere (issue 14, item 6:
-pipeline.encoding.FEATURE_VERSION was declared and read by nothing, so it versioned nothing),
+pipeline.ingest.encoding.FEATURE_VERSION was declared and read by nothing, so it versioned nothing),
 and so is every module-level function and class of the project's packages (issue 36: five
 functions were referenced nowhere).
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ("pipeline", "training")
-READERS = ("pipeline", "training", "assets", "tests", "benchmarks", "scripts")
-PACKAGES = ("pipeline", "training", "assets", "explorer", "deploy")
+READERS = ("pipeline", "training", "assets", "cli", "tests", "benchmarks", "scripts")
+PACKAGES = ("pipeline", "training", "assets", "cli", "explorer", "deploy")
 
 
 def constants(path: Path) -> list[str]:

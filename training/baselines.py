@@ -50,7 +50,7 @@ def material_classes(dataset: str) -> dict[int, int] | None:
         return None
     import duckdb
 
-    from pipeline.duck import load_sql
+    from pipeline.store.duck import load_sql
 
     con = duckdb.connect(":memory:")
     try:

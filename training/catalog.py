@@ -7,9 +7,9 @@ reproduce` and benchmarks/gpu_full.py's full-scale runs all read their schedules
 
 from dataclasses import dataclass, field
 
-from pipeline.published import DEEPCHESS as DEEPCHESS_PUBLISHED
-from pipeline.published import TEAM44 as PIECE_VALUES_PUBLISHED
-from pipeline.published import anchor, deepchess_anchor, piece_value_anchor
+from pipeline.research.published import DEEPCHESS as DEEPCHESS_PUBLISHED
+from pipeline.research.published import TEAM44 as PIECE_VALUES_PUBLISHED
+from pipeline.research.published import anchor, deepchess_anchor, piece_value_anchor
 from training.choices import Profile
 
 
@@ -75,7 +75,7 @@ MODELS = {
     "mlp_bitmap_regression": ModelAsset(
         "sabatelli_regression", "mlp_regression", "bitmap768", anchor("mlp_bitmap_regression")
     ),
-    # Ours: the regression set on static labels grown by searched children (pipeline/search_positions.py).
+    # Ours: the regression set on static labels grown by searched children (pipeline/datasets/search_positions.py).
     "mlp_search_regression": ModelAsset(
         "sabatelli_regression_search",
         "mlp_search",

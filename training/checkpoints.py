@@ -20,9 +20,9 @@ import pyarrow.parquet as pq
 import torch
 from torch import nn
 
-from pipeline import storage
-from pipeline.datasets import DATASETS, Pov
-from pipeline.storage_paths import ObjectPath, StorePath
+from pipeline.datasets.datasets import DATASETS, Pov
+from pipeline.store import storage
+from pipeline.store.storage_paths import ObjectPath, StorePath
 from training.baselines import material
 from training.choices import Device, check_choice
 from training.data import ParquetBatches

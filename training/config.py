@@ -19,7 +19,7 @@ from training.choices import Device, check_choice
 def registries() -> dict[str, dict]:
     """The TrainConfig fields that name an entry of a registry, and that registry (training.models
     and training.encoders import torch: imported on the first check, not with this module)."""
-    from pipeline.datasets import DATASETS
+    from pipeline.datasets.datasets import DATASETS
     from training.encoders import ENCODERS
     from training.models import PRESETS
 

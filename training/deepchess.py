@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 import torch
 from torch import nn
 
-from pipeline.storage_paths import StorePath
+from pipeline.store.storage_paths import StorePath
 from training.checkpoints import evaluate, load_model, resolve_device, store_location
 from training.data import LoaderConfig, ParquetBatches
 from training.encoders import Batch, material_balance, unpack
@@ -211,7 +211,7 @@ class Comparator:
 
     @torch.no_grad()
     def embed(self, boards: Sequence[chess.Board]) -> torch.Tensor:
-        from pipeline.search import board_arrays
+        from pipeline.play.search import board_arrays
 
         planes, white, castling = board_arrays(boards)
         w = torch.from_numpy(white)
@@ -237,7 +237,7 @@ class Comparator:
 
 
 class ComparisonEvaluator:
-    """The 1-ply comparison player as an evaluator for pipeline.search.AlphaBeta(depth=1): the
+    """The 1-ply comparison player as an evaluator for pipeline.play.search.AlphaBeta(depth=1): the
     positions of one batch (a node's children) play a round robin, each pair compared in both
     orders; a position's score is 1000 x (2 x its mean probability of being the better one for
     White - 1), negated where Black is to move (the side to move's view the search wants).
@@ -359,9 +359,9 @@ def run_figures(cfg, checkpoint: Path | str) -> dict:
     material baseline (fitted on train's first-epoch pairs; accuracy on those, on val and on
     test, the pairs the model was evaluated on) and the model's accuracy on train pairs (the
     first max_eval_rows rows of train, pairs drawn as for val). cfg: the run's TrainConfig."""
-    from pipeline import storage
-    from pipeline.datasets import built_with, dataset_dir
-    from pipeline.store import Store
+    from pipeline.datasets.datasets import built_with, dataset_dir
+    from pipeline.store import storage
+    from pipeline.store.store import Store
 
     folder = dataset_dir(Store(storage.parse_root(cfg.store)), cfg.dataset)
     files = {s: storage.local_file(folder / f"{s}.parquet") for s in ("train", "val", "test")}  # S3: cached copies

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pipeline.encoding import MATERIAL_VALUES
+from pipeline.ingest.encoding import MATERIAL_VALUES
 
 PIECE_VALUES = (1.0, 3.0, 3.0, 5.0, 9.0, 10.0)
 """Sabatelli's algebraic input: P N B R Q K; Black's pieces negative."""

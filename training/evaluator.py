@@ -26,8 +26,8 @@ import chess
 import numpy as np
 import torch
 
-from pipeline.datasets import DATASETS
-from pipeline.search import board_arrays
+from pipeline.datasets.datasets import DATASETS
+from pipeline.play.search import board_arrays
 from training.checkpoints import CP_PER_UNIT, load_checkpoint, load_model, resolve_device, rows_pov
 from training.encoders import Batch, get_encoder
 

@@ -46,9 +46,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from pipeline.datasets import built_with, protocol_text
-from pipeline.published import TEAM44
-from pipeline.storage_paths import StorePath
+from pipeline.datasets.datasets import built_with, protocol_text
+from pipeline.research.published import TEAM44
+from pipeline.store.storage_paths import StorePath
 from training.checkpoints import load_model, store_location
 from training.encoders import MATERIAL_VALUES, Batch, PieceRows, get_encoder
 from training.models import PIECE_TYPES, PieceValueNet
@@ -67,7 +67,7 @@ def piece_rows(batch: Batch) -> PieceRows:
 
 def boards_batch(boards: Iterable[chess.Board]) -> Batch:
     """Boards as the loader's Batch (the store's encoding, White's view)."""
-    from pipeline.search import board_arrays
+    from pipeline.play.search import board_arrays
 
     planes, white, castling = board_arrays(list(boards))
     w = torch.from_numpy(white)
@@ -152,7 +152,7 @@ class PieceValueReport:
     counts: dict = field(default_factory=dict)
     """phase -> {piece type -> pieces}, and 'positions' -> {phase -> positions}."""
     split: dict = field(default_factory=dict)
-    """How the test file was split (pipeline.datasets.built_with: `by` game or position, `guard`):
+    """How the test file was split (pipeline.datasets.datasets.built_with: `by` game or position, `guard`):
     ours, or the published protocol (by position, no leakage guard)."""
 
     @property
@@ -246,7 +246,7 @@ def _table(path: Path, max_rows: int) -> pa.Table:
     """A split file's first rows (max_rows; 0: all) with the `game_phase` macro's phase of each."""
     import duckdb
 
-    from pipeline.duck import glob_escape, load_sql
+    from pipeline.store.duck import glob_escape, load_sql
 
     rows = pq.read_metadata(path).num_rows
     with duckdb.connect() as con:
@@ -325,7 +325,7 @@ def evaluate_checkpoint(
 ) -> tuple[PieceValueReport, dict]:
     """evaluate_piece_values on the test and train files the checkpoint was trained on (its
     lineage), with the target column it learned; also returns the checkpoint."""
-    from pipeline import storage
+    from pipeline.store import storage
 
     model, ck = load_model(store_location(checkpoint), str(device))
     if not isinstance(model, PieceValueNet):

@@ -26,12 +26,12 @@ import pyarrow.parquet as pq
 import torch
 from torch import nn
 
-from pipeline import storage
-from pipeline.datasets import DATASETS, SPLITS, dataset_dir
+from pipeline.datasets.datasets import DATASETS, SPLITS, dataset_dir
 from pipeline.settings import add_arguments, from_namespace
-from pipeline.storage_paths import ObjectPath, StorePath
-from pipeline.store import Store, default_root
-from pipeline.store_files import atomic_path
+from pipeline.store import storage
+from pipeline.store.storage_paths import ObjectPath, StorePath
+from pipeline.store.store import Store, default_root
+from pipeline.store.store_files import atomic_path
 from training.autoencoder import PretrainConfig, encoded_inputs
 from training.baselines import baselines_of, targets_and_material
 from training.checkpoints import (

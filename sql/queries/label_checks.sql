@@ -1,7 +1,7 @@
 -- Integrity of one engine setting's labels of the given shards ($shard_list, by
 -- position_key % $shards): rows, positions labelled more than once,
 -- and rows whose scores break the label contract (in all, and those written by run $run_id).
--- $cp_bound and $mate_bound are pipeline/engine.py's CP_BOUND and MATE_BOUND.
+-- $cp_bound and $mate_bound are pipeline/labels/engine.py's CP_BOUND and MATE_BOUND.
 WITH setting AS (
     SELECT *, NOT (
         (cp IS NULL) <> (mate IS NULL)

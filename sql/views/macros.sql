@@ -40,7 +40,7 @@ CREATE OR REPLACE MACRO fen_board(planes) AS
         '\.{8}', '8', 'g'), '\.{7}', '7', 'g'), '\.{6}', '6', 'g'), '\.{5}', '5', 'g'),
         '\.{4}', '4', 'g'), '\.{3}', '3', 'g'), '\.{2}', '2', 'g'), '\.', '1', 'g')), '/');
 
--- A full FEN from a stored row (as pipeline.encoding.fen_from_row gives it).
+-- A full FEN from a stored row (as pipeline.ingest.encoding.fen_from_row gives it).
 CREATE OR REPLACE MACRO fen(planes, side_to_move, castling, ep_square, halfmove_clock, fullmove_number) AS
     fen_board(planes) || ' ' || side_to_move || ' '
     || coalesce(nullif(CASE WHEN castling & 1 = 1 THEN 'K' ELSE '' END || CASE WHEN castling & 2 = 2 THEN 'Q' ELSE '' END

@@ -11,9 +11,6 @@ import pytest
 
 import assets.datasets
 import assets.training
-from assets.cli.checks import CHECK_ADVICE
-from assets.cli.label import partition_runs_of
-from assets.cli.runtime import materialize
 from assets.records import (
     CoverageCheck,
     DatasetMetadata,
@@ -27,7 +24,10 @@ from assets.records import (
     RejectedGamesMetadata,
     ScoresInRangeCheck,
 )
-from pipeline.store import Store
+from cli.checks import CHECK_ADVICE
+from cli.label import partition_runs_of
+from cli.runtime import materialize
+from pipeline.store.store import Store
 from tests.fixtures_pgn import RATED_GAMES
 from tests.stores import materialize_archive
 

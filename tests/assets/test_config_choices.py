@@ -7,14 +7,14 @@ from typing import get_args
 import dagster as dg
 import pytest
 
-from assets.cli import build_parser, main
 from assets.datasets import dataset_assets, searched_dataset_assets
 from assets.labels import labels, relabel_schedule_from_env
 from assets.resources import StockfishResource, StoreResource
 from assets.training import MODELS, PROFILES, model_assets
-from pipeline.datasets import DATASETS, Pov, SplitBy, TargetKind
-from pipeline.engine import LimitKind
-from pipeline.labels import Order
+from cli import build_parser, main
+from pipeline.datasets.datasets import DATASETS, Pov, SplitBy, TargetKind
+from pipeline.labels.engine import LimitKind
+from pipeline.labels.labels import Order
 from training.choices import Device, Profile
 from training.train import TrainConfig
 

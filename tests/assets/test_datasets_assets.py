@@ -5,8 +5,8 @@ import pyarrow.parquet as pq
 
 from assets.datasets import dataset_assets
 from assets.resources import StoreResource
-from pipeline.datasets import SPLITS, dataset_dir
-from pipeline.duck import connect, create_views
+from pipeline.datasets.datasets import SPLITS, dataset_dir
+from pipeline.store.duck import connect, create_views
 from tests.fixtures_pgn import RATED_GAMES
 from tests.stores import labelled_store
 
@@ -48,7 +48,7 @@ def test_dataset_assets_write_splits_report_them_and_pass_their_checks(instance,
 
 
 def test_a_set_with_no_candidates_reports_no_coverage_and_why(instance, tmp_path):
-    from pipeline.store import Store
+    from pipeline.store.store import Store
     from tests.stores import add_pgn
 
     store = Store(tmp_path / "store").ensure()
@@ -74,7 +74,7 @@ def test_a_searched_set_warns_when_children_were_left_unlabelled_and_passes_when
     """searched_children_labelled (WARN): the children the engine gave no evaluation after the pool's
     retries (left out of train), against the children asked for; only a searched set has it."""
     from assets.datasets import _results
-    from pipeline.datasets import DatasetStats
+    from pipeline.datasets.datasets import DatasetStats
 
     def check(name: str, **searched) -> dict | None:
         stats = DatasetStats(

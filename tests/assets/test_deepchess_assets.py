@@ -10,10 +10,10 @@ from assets.deepchess import SUITE, deepchess_assets
 from assets.evaluation import evaluation_assets
 from assets.resources import StockfishResource, StoreResource
 from assets.training import model_assets
-from pipeline.datasets import SplitConfig, build_dataset
-from pipeline.duck import memory_connection
-from pipeline.store import Store
-from pipeline.suites import read_epd
+from pipeline.datasets.datasets import SplitConfig, build_dataset
+from pipeline.play.suites import read_epd
+from pipeline.store.duck import memory_connection
+from pipeline.store.store import Store
 from tests.stores import add_pgn, first_games
 from training.deepchess import BUCKETS
 

@@ -18,11 +18,11 @@ from assets.ingest import IngestRunConfig
 from assets.labels import LabelsConfig
 from assets.resources import StockfishResource
 from assets.training import TrainRunConfig
-from pipeline.datasets import DATASETS, SplitConfig
-from pipeline.engine import EnginePool, EngineSettings, Limit
-from pipeline.evaluation import EndgameConfig, MatchConfig
-from pipeline.ingest import IngestConfig
-from pipeline.labels import LabelRun
+from pipeline.datasets.datasets import DATASETS, SplitConfig
+from pipeline.ingest.ingest import IngestConfig
+from pipeline.labels.engine import EnginePool, EngineSettings, Limit
+from pipeline.labels.labels import LabelRun
+from pipeline.play.evaluation import EndgameConfig, MatchConfig
 from pipeline.settings import field_docs
 from training.train import TrainConfig
 

@@ -8,8 +8,8 @@ from assets.datasets import dataset_assets
 from assets.evaluation import evaluation_assets, player_model
 from assets.resources import StockfishResource, StoreResource
 from assets.training import model_assets
-from pipeline.duck import memory_connection
-from pipeline.ingest import IngestConfig, ingest_archive
+from pipeline.ingest.ingest import IngestConfig, ingest_archive
+from pipeline.store.duck import memory_connection
 from tests.stores import first_games, labelled_store
 
 MODELS = ["mlp_bitmap_3class", "cnn_features_3class"]
@@ -125,7 +125,7 @@ def test_evaluation_assets_end_to_end(instance, trained, shared_data):
 
 @pytest.mark.slow  # StockfishResource starts the real engine
 def test_evaluation_fails_clearly_before_the_model_is_trained(instance, tmp_path):
-    from pipeline.store import Store
+    from pipeline.store.store import Store
 
     store = Store(tmp_path / "store").ensure()
     result = dg.materialize(

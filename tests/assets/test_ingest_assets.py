@@ -8,14 +8,14 @@ import dagster as dg
 import duckdb
 import pytest
 
-from assets.cli import failure_message
 from assets.ingest import archive_tables, duckdb_views
 from assets.partitions import archives_partitions
 from assets.resources import StoreResource
 from assets.sensors import archives_sensor
-from pipeline.archive import open_archive
-from pipeline.ingest import TABLES
-from pipeline.store import Store
+from cli import failure_message
+from pipeline.ingest.archive import open_archive
+from pipeline.ingest.ingest import TABLES
+from pipeline.store.store import Store
 from tests.stores import materialize_archive
 
 

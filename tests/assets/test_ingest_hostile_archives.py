@@ -6,8 +6,8 @@ import logging
 import dagster as dg
 import pyarrow.parquet as pq
 
-from pipeline.archive import MAX_GAME_BYTES
-from pipeline.store import Store
+from pipeline.ingest.archive import MAX_GAME_BYTES
+from pipeline.store.store import Store
 from tests.pipeline.test_hostile_archives import BOM, _game, _unclosed_archive
 from tests.stores import materialize_archive
 
@@ -52,7 +52,7 @@ def test_an_archive_with_a_byte_order_mark_reconciles(instance, tmp_path):
 def test_a_truncated_bz2_fails_the_run_with_the_one_clear_line_the_cli_prints(instance, tmp_path):
     import bz2
 
-    from assets.cli import failure_message
+    from cli import failure_message
 
     blob = bz2.compress("".join(_game(i) + "\n" for i in range(3000)).encode())
     path = tmp_path / "cut.pgn.bz2"

@@ -9,9 +9,9 @@ from assets.definitions import build_defs
 from assets.labels import labels
 from assets.partitions import ALL_SHARDS_TAGS
 from assets.resources import StockfishResource, StoreResource
-from pipeline.duck import memory_connection
-from pipeline.ingest import IngestConfig, ingest_archive
-from pipeline.store import Store
+from pipeline.ingest.ingest import IngestConfig, ingest_archive
+from pipeline.store.duck import memory_connection
+from pipeline.store.store import Store
 from tests.stores import materialize_archive
 
 GAMES = (
@@ -226,8 +226,8 @@ def test_a_retry_that_succeeds_is_counted_in_the_metadata_the_log_and_the_cli_li
 ):
     """The engine crashes once on a chosen position: its label is stored, and the run's metadata,
     its log line, the coverage check and `chess-pipeline label`'s line say 1 retry, 1 restart."""
-    from assets.cli.label import label
     from assets.labels import LabelsConfig
+    from cli.label import label
     from tests.engines import search_fault_stockfish
 
     chosen = _fen_after("e4 e5 Nf3 Nc6 Bb5")
@@ -255,7 +255,7 @@ def test_a_calibration_reply_without_bestmove_leaves_the_run_a_measured_timeout(
     timeout measured from the other calibration searches (a depth-8 search takes milliseconds: the
     2 s floor, unless the machine is loaded), not the calibration's own 60 s, and its log says why
     one was passed over."""
-    from pipeline.labels import CALIBRATION_FENS, CALIBRATION_TIMEOUT_S, TIMEOUT_FLOOR_S
+    from pipeline.labels.labels import CALIBRATION_FENS, CALIBRATION_TIMEOUT_S, TIMEOUT_FLOOR_S
     from tests.engines import search_fault_stockfish
 
     path = search_fault_stockfish(tmp_path, stockfish, CALIBRATION_FENS[1], "nobestmove")

@@ -28,11 +28,11 @@ from assets.partitions import (
     shards_of,
 )
 from assets.resources import StockfishResource, StoreResource
-from pipeline.duck import memory_connection
-from pipeline.engine import EnginePool, Limit
-from pipeline.ingest import IngestConfig, ingest_archive
-from pipeline.labels import SHARDS, LabelRun, Setting, coverage, integrity, label_store, shard_lock
-from pipeline.store import Store
+from pipeline.ingest.ingest import IngestConfig, ingest_archive
+from pipeline.labels.engine import EnginePool, Limit
+from pipeline.labels.labels import SHARDS, LabelRun, Setting, coverage, integrity, label_store, shard_lock
+from pipeline.store.duck import memory_connection
+from pipeline.store.store import Store
 from tests.stores import first_games, materialize_archive
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -393,7 +393,7 @@ def test_the_stockfish_pool_limit_holds_a_labels_step_until_a_slot_is_free(tmp_p
 
 
 def test_pin_cores_on_the_stockfish_resource_pins_the_runs_engines(instance, tmp_path, stockfish, monkeypatch):
-    import pipeline.engine as engine
+    import pipeline.labels.engine as engine
 
     cores = engine.usable_cores()
     if len(cores) < 2:

@@ -12,10 +12,10 @@ import torch
 
 from assets.lubeck_grid import lubeck_grid
 from assets.resources import StockfishResource, StoreResource
-from pipeline.duck import memory_connection
-from pipeline.evaluation import write_results
-from pipeline.lubeck_grid import GridConfig, node_budget
-from pipeline.store import Store
+from pipeline.play.evaluation import write_results
+from pipeline.play.lubeck_grid import GridConfig, node_budget
+from pipeline.store.duck import memory_connection
+from pipeline.store.store import Store
 from tests.engines import faulty_stockfish, static_cp
 from tests.stores import add_pgn, first_games, lubeck_checkpoint
 from training.encoders import get_encoder

@@ -6,16 +6,16 @@ import chess
 import dagster as dg
 import pytest
 
-from assets.cli.runtime import open_instance
 from assets.datasets import dataset_assets
 from assets.piece_values import piece_values_assets
 from assets.resources import StoreResource
 from assets.shared import report_dir
 from assets.training import model_assets
-from pipeline.duck import connect, create_views
-from pipeline.engine import EnginePool, Limit
-from pipeline.labels import LabelRun, label_store
-from pipeline.store import Store
+from cli.runtime import open_instance
+from pipeline.labels.engine import EnginePool, Limit
+from pipeline.labels.labels import LabelRun, label_store
+from pipeline.store.duck import connect, create_views
+from pipeline.store.store import Store
 from tests.pipeline.test_storage_s3 import bucket, endpoint  # noqa: F401  (fixtures: a moto S3 server)
 from tests.stores import add_pgn, first_games
 from tests.test_cli import run_cli
@@ -105,7 +105,7 @@ def test_piece_values_command_prints_every_piece_and_the_score(evaluated):
 
 
 def test_piece_values_command_says_in_one_line_what_is_wrong(evaluated):
-    from assets.cli import main
+    from cli import main
 
     home = str(evaluated[0].root)
 
@@ -133,9 +133,9 @@ def test_piece_values_command_reads_a_checkpoint_stored_on_s3(evaluated, bucket,
     the object is really gone."""
     from pathlib import Path
 
-    from assets.cli import main
-    from pipeline import storage
-    from pipeline.store_files import atomic_path
+    from cli import main
+    from pipeline.store import storage
+    from pipeline.store.store_files import atomic_path
     from training.piece_values import piece_values
 
     local = Path(evaluated[1].get_asset_materialization_events()[0].materialization.metadata["checkpoint"].value)

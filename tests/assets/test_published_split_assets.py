@@ -12,7 +12,6 @@ import dagster as dg
 import pyarrow.parquet as pq
 import pytest
 
-from assets.cli.runtime import open_instance
 from assets.deepchess import SUITE, deepchess_assets
 from assets.piece_values import piece_values_assets
 from assets.reproduce import (
@@ -24,12 +23,13 @@ from assets.reproduce import (
     split_model_assets,
 )
 from assets.resources import StockfishResource, StoreResource
-from pipeline.duck import memory_connection
-from pipeline.engine import EnginePool, Limit
-from pipeline.labels import LabelRun, label_store
-from pipeline.published import PAIRS_ON_PUBLISHED_SPLIT
-from pipeline.reproduction import on_published_split
-from pipeline.store import Store
+from cli.runtime import open_instance
+from pipeline.labels.engine import EnginePool, Limit
+from pipeline.labels.labels import LabelRun, label_store
+from pipeline.research.published import PAIRS_ON_PUBLISHED_SPLIT
+from pipeline.research.reproduction import on_published_split
+from pipeline.store.duck import memory_connection
+from pipeline.store.store import Store
 from tests.stores import add_pgn, first_games
 from training.deepchess import BUCKETS
 

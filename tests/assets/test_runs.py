@@ -8,14 +8,14 @@ import sys
 import dagster as dg
 import pytest
 
-from pipeline.store import Store
+from pipeline.store.store import Store
 
 RUNNER = """
 import os, sys, time
 from pathlib import Path
 import dagster as dg
-from assets.cli import _instance
-from pipeline.store import Store
+from cli import _instance
+from pipeline.store.store import Store
 
 @dg.asset
 def slow():
@@ -46,7 +46,7 @@ def test_a_killed_cli_run_is_marked_failed_at_the_next_start(tmp_path, monkeypat
         os.kill(killed.pid, signal.SIGKILL)
         killed.wait()
         monkeypatch.setenv("DAGSTER_HOME", str(home))
-        from assets.cli import _instance
+        from cli import _instance
 
         with dg.DagsterInstance.get() as before:
             assert {r.status for r in before.get_runs()} == {dg.DagsterRunStatus.STARTED}

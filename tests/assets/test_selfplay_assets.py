@@ -5,8 +5,8 @@ import duckdb
 
 from assets.resources import StoreResource
 from assets.selfplay import KRKCheckConfig, TDEvaluationConfig, TDSelfPlayConfig, td_evaluation, td_krk, td_selfplay
-from pipeline import duck
-from pipeline.store import Store
+from pipeline.store import duck
+from pipeline.store.store import Store
 
 TINY = dict(depth=1, games=2, max_plies=20, curve_games=2, curve_plies=16, workers=1)
 

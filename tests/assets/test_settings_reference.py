@@ -1,5 +1,5 @@
 """docs/reference/settings.md is the settings' declarations rendered (assets/reference.py), as
-docs/STORE.md is pipeline/schemas.py's; and no description says a default its declaration
+docs/STORE.md is pipeline/store/schemas.py's; and no description says a default its declaration
 contradicts (the library dataclasses, the run configs and resources derived from them, and the
 CLI's own configs)."""
 
@@ -15,8 +15,6 @@ from typing import Literal
 
 import pytest
 
-from assets.cli.demo import DemoConfig
-from assets.cli.reproduce import ReproduceConfig
 from assets.config import DescribedConfig, config_from
 from assets.definitions import build_defs
 from assets.reference import (
@@ -29,14 +27,16 @@ from assets.reference import (
     section,
     where,
 )
+from cli.demo import DemoConfig
+from cli.reproduce import ReproduceConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
 NOT_SETTINGS = {
     "training.data.LoaderConfig": "built by the training loop from TrainConfig's batch_size and shuffle_buffer",
     "training.autoencoder.PretrainConfig": "built by the training loop from TrainConfig's pretraining fields",
-    "pipeline.storage.S3Settings": "read from the environment (docs/deploy.md names the variables)",
-    "pipeline.selfplay.SelfPlayConfig": "the demo's Stockfish sample games, set by the demo (--games)",
+    "pipeline.store.storage.S3Settings": "read from the environment (docs/deploy.md names the variables)",
+    "pipeline.ingest.sample_archive.SampleArchiveConfig": "the demo's Stockfish sample games (demo --games)",
 }
 """Dataclasses named like settings that no run config, resource or flag sets, and why."""
 
@@ -95,7 +95,7 @@ def test_every_settings_dataclass_of_the_library_is_on_the_page(rendered):
                     and name.endswith(("Config", "Settings", "Params"))
                 ):
                     found[where(obj)] = obj
-    assert {"training.config.TrainConfig", "pipeline.datasets.SplitConfig"} <= set(found)
+    assert {"training.config.TrainConfig", "pipeline.datasets.datasets.SplitConfig"} <= set(found)
     missing = sorted(w for w, cls in found.items() if w not in NOT_SETTINGS and f"`{w}`" not in rendered)
     assert not missing, f"settings classes not on the page (add them to a run config, or to NOT_SETTINGS): {missing}"
     assert set(NOT_SETTINGS) <= set(found), "NOT_SETTINGS names classes that no longer exist"

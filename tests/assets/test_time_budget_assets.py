@@ -7,8 +7,8 @@ import pytest
 from assets.reproduce import size_text
 from assets.resources import StoreResource
 from assets.training import model_assets
-from pipeline.reproduction import ReportInputs, render
-from pipeline.store import Store
+from pipeline.research.reproduction import ReportInputs, render
+from pipeline.store.store import Store
 from tests.training.synthetic import write_dataset
 
 

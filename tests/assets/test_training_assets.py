@@ -6,7 +6,7 @@ import torch
 from assets.datasets import dataset_assets
 from assets.resources import StoreResource
 from assets.training import model_assets
-from pipeline.duck import connect, create_views
+from pipeline.store.duck import connect, create_views
 from tests.stores import first_games, labelled_store
 
 
@@ -47,8 +47,8 @@ def test_model_asset_trains_reports_and_lands_in_model_metrics(instance, tmp_pat
 
 
 def test_a_model_on_an_empty_dataset_fails_saying_why_before_training(instance, tmp_path):
-    from assets.cli import failure_message
-    from pipeline.store import Store
+    from cli import failure_message
+    from pipeline.store.store import Store
     from tests.fixtures_pgn import RATED_GAMES
     from tests.stores import add_pgn
 

@@ -26,7 +26,7 @@ import pytest
 from deploy import cluster_compare, cluster_faults, cluster_runs, cluster_setup
 from deploy import cluster_test as ct
 from deploy.servers import ServerMissing, moto_binary, postgres_bindir, redis_binary, start_redis, stop_pid
-from pipeline.labels import SHARD_LEASE_TTL_S
+from pipeline.labels.labels import SHARD_LEASE_TTL_S
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -118,9 +118,9 @@ def _labels_launch(resources, key, shard_lease_ttl_s: float | None = None):
 def _shard_lease(env, shard: str) -> dict | None:
     """The shard's lease object (owner, ttl_s, last renewal) while one is in the store (its holder
     holds it, or died holding it), else None."""
-    from pipeline import storage, storage_leases
-    from pipeline.storage_paths import ObjectPath
-    from pipeline.store import Store
+    from pipeline.store import storage, storage_leases
+    from pipeline.store.storage_paths import ObjectPath
+    from pipeline.store.store import Store
 
     with cluster_setup.environ(env):
         root = Store(env["CHESS_PIPELINE_HOME"]).root
@@ -142,8 +142,8 @@ def _labels_metadata(env, key: str) -> dict:
 
 def _shard_facts(env, shard):
     """(distinct positions of the shard, labels of the shard, labels beyond one per position)."""
-    from pipeline import duck
-    from pipeline.store import Store
+    from pipeline.store import duck
+    from pipeline.store.store import Store
 
     with cluster_setup.environ(env):
         store = Store(env["CHESS_PIPELINE_HOME"])

@@ -59,7 +59,7 @@ def test_instance_yaml_follows_the_profile_and_keeps_a_users_file(tmp_path):
 
 
 def test_the_cli_writes_the_embedded_profiles_file():
-    from assets.cli import runtime
+    from cli import runtime
 
     assert runtime.DAGSTER_YAML == dagster_yaml("embedded")
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import duck
-from pipeline.ingest import IngestConfig, ingest_archive
-from pipeline.store import Store
+from pipeline.ingest.ingest import IngestConfig, ingest_archive
+from pipeline.store import duck
+from pipeline.store.store import Store
 
 ARCHIVES = ("ficsgamesdb_202201_standard2000_nomovetimes_263567.pgn.zst", "lichess_ju-key_2017-01-07.pgn")
 """A FICS month (games over 2000) and a lichess player's games: rated and unrated, several sources."""

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from explorer.app import create_app
 from explorer.evaluations import TrainedModel
 from explorer.position import position_key
-from pipeline import duck
+from pipeline.store import duck
 
 START = chess.STARTING_FEN
 
@@ -257,7 +257,7 @@ def labelled(tmp_path_factory, stockfish, fics_2022):
 @pytest.fixture(scope="module")
 def piece_net(labelled) -> TrainedModel:
     """A piece-value network (Team 44's, centipawn target) trained for one epoch on the labelled store."""
-    from pipeline.datasets import SplitConfig, build_dataset
+    from pipeline.datasets.datasets import SplitConfig, build_dataset
     from training.train import TrainConfig, train
 
     store, _ = labelled
@@ -319,7 +319,7 @@ def test_stored_labels_and_trained_networks_score_the_position(labelled):
 def test_trained_models_follow_each_model_assets_latest_materialisation(tmp_path):
     import dagster as dg
 
-    from assets.cli.explore import trained_models
+    from cli.explore import trained_models
 
     old, new = tmp_path / "old.pt", tmp_path / "new.pt"
     old.write_bytes(b"x")

@@ -27,7 +27,7 @@ def test_explore_serves_the_api_and_page_on_loopback(explorer_store, tmp_path):
     port = _free_port()
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "assets.cli", "--home", str(explorer_store.root), "explore", "--port", str(port)],
+        [sys.executable, "-m", "cli", "--home", str(explorer_store.root), "explore", "--port", str(port)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -68,7 +68,7 @@ def test_explore_serves_the_api_and_page_on_loopback(explorer_store, tmp_path):
 @pytest.mark.slow  # a Python that imports the CLI (Dagster) in a process of its own: 5 to 15 s
 def test_a_bad_port_is_one_line(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "assets.cli", "--home", str(tmp_path / "s"), "explore", "--port", "70000"],
+        [sys.executable, "-m", "cli", "--home", str(tmp_path / "s"), "explore", "--port", "70000"],
         cwd=ROOT,
         env={**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster")},
         capture_output=True,
@@ -98,7 +98,7 @@ def test_a_taken_port_is_one_line_naming_port_before_any_serving_line(tmp_path):
         taken.listen(1)
         port = taken.getsockname()[1]
         out = subprocess.run(
-            [sys.executable, "-m", "assets.cli", "--home", str(tmp_path / "s"), "explore", "--port", str(port)],
+            [sys.executable, "-m", "cli", "--home", str(tmp_path / "s"), "explore", "--port", str(port)],
             cwd=ROOT,
             env={**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster")},
             capture_output=True,

@@ -165,8 +165,8 @@ def test_an_oversized_body_is_the_json_error(port):
 
 
 def test_the_store_summary_counts_games_or_says_to_ingest(port, explorer_store, tmp_path):
-    from pipeline import duck
-    from pipeline.store import Store
+    from pipeline.store import duck
+    from pipeline.store.store import Store
 
     with duck.memory_connection(explorer_store) as con:
         n = con.sql("SELECT count(*) FROM games").fetchall()[0][0]

@@ -5,9 +5,9 @@ Playwright), runs nothing, adds no element and restyles nothing; the text shows 
 import pytest
 
 from explorer.app import create_app
-from pipeline import duck
-from pipeline.ingest import IngestConfig, ingest_archive
-from pipeline.store import Store
+from pipeline.ingest.ingest import IngestConfig, ingest_archive
+from pipeline.store import duck
+from pipeline.store.store import Store
 from tests.explorer.test_guard import serving
 from tests.explorer.test_page import chromium  # noqa: F401  (the fixture)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from explorer.app import create_app, vendor_dir
-from pipeline import duck
+from pipeline.store import duck
 from tests.explorer.test_guard import serving
 
 START = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1"

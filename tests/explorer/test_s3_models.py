@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 
 from explorer.app import create_app
 from explorer.evaluations import TrainedModel
-from pipeline import storage
-from pipeline.store import Store
+from pipeline.store import storage
+from pipeline.store.store import Store
 from tests.pipeline.test_storage_s3 import bucket, endpoint  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow  # an S3 server of its own, a real archive, a (one-epoch) training
@@ -25,7 +25,7 @@ MODEL = "lubeck_wdl_mlp"
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory, fics_2022):
     """A real checkpoint: Lubeck's WDL MLP trained one epoch on the first 16 games of a FICS archive."""
-    from pipeline.datasets import SplitConfig, build_dataset
+    from pipeline.datasets.datasets import SplitConfig, build_dataset
     from tests.stores import add_pgn, first_games
     from training.train import TrainConfig, train
 
@@ -40,7 +40,7 @@ def checkpoint(tmp_path_factory, fics_2022):
 
 
 def test_the_networks_of_an_s3_store_are_listed_and_score_positions(bucket, checkpoint, tmp_path):  # noqa: F811
-    from assets.cli.explore import trained_models
+    from cli.explore import trained_models
     from training.evaluator import NetworkEvaluator
 
     store = Store(f"s3://{bucket}/p").ensure()

@@ -1,4 +1,4 @@
-"""The reproduction's time budget (pipeline.budget): the rule as the module states it, by hand, and
+"""The reproduction's time budget (pipeline.research.budget): the rule as the module states it, by hand, and
 its ledger, which a killed command's re-run goes on with."""
 
 import signal
@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.budget import EVALUATION_SECONDS, MIN_MINUTES, BudgetLedger, Reserve, TimeBudget, evaluation_reserve
+from pipeline.research.budget import (
+    EVALUATION_SECONDS,
+    MIN_MINUTES,
+    BudgetLedger,
+    Reserve,
+    TimeBudget,
+    evaluation_reserve,
+)
 
 EVAL = Reserve(seconds=750.0, steps=5, timed=0)
 """Steps after training that take 12.5 minutes."""
@@ -106,7 +113,7 @@ def test_a_ledger_goes_on_with_the_same_settings_until_a_command_finishes_it(tmp
         old.reserve_text,
     )
     assert again.elapsed() >= 1500.0
-    # Other settings (their own file in the command: pipeline.budget.ledger_name), or asked afresh.
+    # Other settings (their own file in the command: pipeline.research.budget.ledger_name), or asked afresh.
     assert BudgetLedger.open(path, "settings B", 2.0).commands == 1
     assert BudgetLedger.open(path, "settings A", 2.0, new=True).commands == 1
     again.save(finished=True)  # every step done: the next command starts afresh
@@ -127,7 +134,7 @@ def test_a_command_killed_mid_step_has_its_time_counted_to_within_a_heartbeat(tm
     code = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from pipeline.budget import BudgetLedger\n"
+        "from pipeline.research.budget import BudgetLedger\n"
         "ledger = BudgetLedger.open(Path(sys.argv[1]), 'k', 1.0)\n"
         "ledger.save()\n"
         "with ledger.heartbeat(every_s=0.1):\n"

@@ -8,7 +8,7 @@ from typing import get_args
 import duckdb
 import pytest
 
-from pipeline.datasets import (
+from pipeline.datasets.datasets import (
     DATASETS,
     Pov,
     SplitBy,
@@ -19,10 +19,10 @@ from pipeline.datasets import (
     dataset_values,
     sql_params,
 )
-from pipeline.duck import memory_connection
-from pipeline.engine import LIMIT_KINDS, Limit, LimitKind
-from pipeline.labels import ORDERS, LabelRun, Order
-from pipeline.store import Store
+from pipeline.labels.engine import LIMIT_KINDS, Limit, LimitKind
+from pipeline.labels.labels import ORDERS, LabelRun, Order
+from pipeline.store.duck import memory_connection
+from pipeline.store.store import Store
 from tests.fixtures_pgn import RATED_GAMES
 from tests.stores import add_pgn
 

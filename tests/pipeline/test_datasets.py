@@ -5,8 +5,8 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.datasets import DATASETS, SPLITS, SplitConfig, build_dataset, dataset_dir
-from pipeline.duck import load_sql, memory_connection
+from pipeline.datasets.datasets import DATASETS, SPLITS, SplitConfig, build_dataset, dataset_dir
+from pipeline.store.duck import load_sql, memory_connection
 from tests.fixtures_pgn import RATED_GAMES
 from tests.stores import labelled_store
 
@@ -186,8 +186,8 @@ def test_parameters_holding_quotes_and_semicolons_are_data(small_store):
 
 
 def test_every_dataset_builds_with_its_defaults(small_store, stockfish):
-    from pipeline.datasets import SearchEngine
-    from pipeline.engine import EnginePool
+    from pipeline.datasets.datasets import SearchEngine
+    from pipeline.labels.engine import EnginePool
 
     split = SplitConfig(val_fraction=0.2, test_fraction=0.2)
     with EnginePool(stockfish, workers=1, timeout_s=30) as pool:
@@ -220,9 +220,9 @@ SABATELLI_CANDIDATES, ALL_RATED_ROWS = 47, 58
 
 @pytest.fixture(scope="module")
 def depth6_store(tmp_path_factory, stockfish):
-    from pipeline.engine import EnginePool, Limit
-    from pipeline.labels import LabelRun, label_store
-    from pipeline.store import Store
+    from pipeline.labels.engine import EnginePool, Limit
+    from pipeline.labels.labels import LabelRun, label_store
+    from pipeline.store.store import Store
     from tests.stores import add_pgn
 
     folder = tmp_path_factory.mktemp("depth6")
@@ -235,7 +235,7 @@ def depth6_store(tmp_path_factory, stockfish):
 
 @pytest.fixture(scope="module")
 def unlabelled_store(tmp_path_factory):
-    from pipeline.store import Store
+    from pipeline.store.store import Store
     from tests.stores import add_pgn
 
     folder = tmp_path_factory.mktemp("unlabelled")
@@ -281,7 +281,7 @@ def test_a_store_without_labels_says_to_label_it(unlabelled_store):
 
 
 def test_no_candidates_is_no_coverage_and_names_the_filter(unlabelled_store, tmp_path):
-    from pipeline.store import Store
+    from pipeline.store.store import Store
 
     stats = build_dataset(unlabelled_store, "sabatelli_3class", {"min_elo": 3000})
     assert stats.candidates == 0 and stats.label_coverage is None  # not 100% of nothing
@@ -302,9 +302,9 @@ def test_a_label_setting_is_checked_and_static_has_no_value(unlabelled_store):
 
 def test_static_labels_are_found_whatever_label_value_says(tmp_path, stockfish):
     # The labels store static as limit_value 0; the config's label_value default (8) must not hide them.
-    from pipeline.engine import EnginePool, Limit
-    from pipeline.labels import LabelRun, label_store
-    from pipeline.store import Store
+    from pipeline.labels.engine import EnginePool, Limit
+    from pipeline.labels.labels import LabelRun, label_store
+    from pipeline.store.store import Store
     from tests.stores import add_pgn
 
     store = Store(tmp_path / "store").ensure()
@@ -316,7 +316,7 @@ def test_static_labels_are_found_whatever_label_value_says(tmp_path, stockfish):
 
 
 def test_dataset_problem_says_what_keeps_training_from_starting(depth6_store):
-    from pipeline.datasets import dataset_problem
+    from pipeline.datasets.datasets import dataset_problem
 
     assert dataset_problem(depth6_store, "sabatelli_20class") == (
         "sabatelli_20class is not built yet (run `chess-pipeline datasets sabatelli_20class`)"

@@ -7,9 +7,9 @@ from pathlib import Path
 import chess
 import pytest
 
-from pipeline.duck import connect, create_views, query
-from pipeline.encoding import fen_from_row
-from pipeline.store import Store
+from pipeline.ingest.encoding import fen_from_row
+from pipeline.store.duck import connect, create_views, query
+from pipeline.store.store import Store
 from tests.fixtures_pgn import RATED_GAMES
 from tests.stores import add_pgn
 
@@ -131,7 +131,7 @@ def test_two_read_only_connections_in_one_process_both_answer(tmp_path):
     configuration locked, and must keep answering after the first is closed."""
     import duckdb
 
-    from pipeline.duck import read_only_connection
+    from pipeline.store.duck import read_only_connection
 
     store = Store(tmp_path / "store").ensure()
     add_pgn(store, tmp_path, "a.pgn", RATED_GAMES)
@@ -154,8 +154,8 @@ def test_two_read_only_connections_in_one_process_both_answer(tmp_path):
 EXTENSION_QUERY = """
 import sys
 from pathlib import Path
-from pipeline import duck
-from pipeline.store import Store
+from pipeline.store import duck
+from pipeline.store.store import Store
 
 store = Store(Path(sys.argv[1])).ensure()
 for con in (duck.read_only_connection(store), duck.memory_connection(store), duck.connect(store)):

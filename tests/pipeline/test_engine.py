@@ -11,8 +11,8 @@ import chess.engine
 import chess.pgn
 import pytest
 
-from pipeline.archive import open_archive
-from pipeline.engine import (
+from pipeline.ingest.archive import open_archive
+from pipeline.labels.engine import (
     MATE_SCORE,
     STALEMATE_FEN,
     EnginePool,
@@ -283,7 +283,7 @@ def test_crash_on_every_try_is_a_failure(stockfish):
 
 
 def test_a_stockfish_path_the_user_named_is_never_replaced_by_another_engine(tmp_path, stockfish):
-    from pipeline.engine import EngineNotFound, find_stockfish
+    from pipeline.labels.engine import EngineNotFound, find_stockfish
 
     with pytest.raises(EngineNotFound, match="does not exist.*STOCKFISH_PATH"):
         find_stockfish(environ={"STOCKFISH_PATH": str(tmp_path / "nowhere"), "PATH": "/usr/games:/usr/bin"})

@@ -13,11 +13,11 @@ import sys
 import chess
 import pytest
 
-from pipeline.duck import memory_connection
-from pipeline.engine import EnginePool, Evaluation, Job, Limit
-from pipeline.ingest import IngestConfig, ingest_archive
-from pipeline.labels import LabelRun, Setting, coverage, integrity, label_store
-from pipeline.store import Store
+from pipeline.ingest.ingest import IngestConfig, ingest_archive
+from pipeline.labels.engine import EnginePool, Evaluation, Job, Limit
+from pipeline.labels.labels import LabelRun, Setting, coverage, integrity, label_store
+from pipeline.store.duck import memory_connection
+from pipeline.store.store import Store
 from tests.stores import first_games
 
 DEPTH = Limit("depth", 6)
@@ -300,7 +300,7 @@ sf.wait()
 
 
 def test_the_hash_kept_mode_refuses_an_engine_whose_perft_does_not_wait_for_the_search(tmp_path, stockfish):
-    from pipeline.engine import EngineError
+    from pipeline.labels.engine import EngineError
 
     path = tmp_path / "stockfish-eager-perft"
     path.write_text(EAGER_PERFT_WRAPPER.format(python=sys.executable, stockfish=stockfish))

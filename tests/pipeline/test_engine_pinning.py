@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import pipeline.engine as engine
-from pipeline.engine import EnginePool, EngineSettings, Job, Limit, usable_cores
+import pipeline.labels.engine as engine
+from pipeline.labels.engine import EnginePool, EngineSettings, Job, Limit, usable_cores
 
 ROOT = Path(__file__).resolve().parents[2]
 START = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1"
@@ -82,7 +82,7 @@ def test_more_engines_than_usable_cores_is_refused_in_one_line(stockfish):
 HOLD = """
 import sys, time
 from pathlib import Path
-import pipeline.engine as engine
+import pipeline.labels.engine as engine
 engine.CORE_CLAIMS = Path(sys.argv[1])
 with engine.EnginePool(engine.find_stockfish(), workers=1, pin_cores=True) as pool:
     print(sorted(engine.usable_cores()).index(next(iter(pool.cores[0]))), flush=True)

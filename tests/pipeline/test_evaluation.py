@@ -5,9 +5,8 @@ import chess
 import chess.engine
 import pytest
 
-from pipeline.duck import memory_connection
-from pipeline.engine import EnginePool, Limit
-from pipeline.evaluation import (
+from pipeline.labels.engine import EnginePool, Limit
+from pipeline.play.evaluation import (
     EndgameConfig,
     find_won_endgames,
     load_suites,
@@ -16,8 +15,9 @@ from pipeline.evaluation import (
     run_suites,
     suite_files,
 )
-from pipeline.search import MaterialEvaluator
-from pipeline.suites import is_sts, read_epd, sts_points
+from pipeline.play.search import MaterialEvaluator
+from pipeline.play.suites import is_sts, read_epd, sts_points
+from pipeline.store.duck import memory_connection
 from tests.pipeline.test_suites import PUBLIC, STS_LINES
 from tests.stores import labelled_store
 
@@ -169,7 +169,7 @@ def test_the_real_suites_give_the_figures_they_gave_before(shared_data, stockfis
 def test_a_models_report_keeps_lubecks_grid_cells_out_of_the_sts_themes():
     """A grid cell's suite has '/' in it like an STS theme's; the report gave it STS's section
     and points format, so a score of 0.19 printed as 0 and an infinite Elo as -9999 points."""
-    from pipeline.evaluation import report_markdown
+    from pipeline.play.evaluation import report_markdown
 
     rows = [
         ("STS1-STS15_LAN_v3.epd/Undermine", "points_1", 412.0, 100, "of 1000"),
@@ -190,9 +190,9 @@ def test_games_and_suite_moves_do_not_depend_on_the_number_of_processes(tmp_path
     one a direct search of its position finds."""
     import dataclasses
 
-    from pipeline.evaluation import MatchConfig, MatchSetup, choose_moves, load_suite, run_matches
-    from pipeline.openings import sabatelli_openings
-    from pipeline.search import AlphaBeta
+    from pipeline.play.evaluation import MatchConfig, MatchSetup, choose_moves, load_suite, run_matches
+    from pipeline.play.openings import sabatelli_openings
+    from pipeline.play.search import AlphaBeta
 
     cfg = MatchConfig(
         openings=2,

@@ -10,8 +10,8 @@ import chess.pgn
 import pytest
 import zstandard
 
-from pipeline.archive import ArchiveError, _comment_state, detect_compression, iter_raw_games
-from pipeline.games import Rejected, process_games, split_game, tokenize_python
+from pipeline.ingest.archive import ArchiveError, _comment_state, detect_compression, iter_raw_games
+from pipeline.ingest.games import Rejected, process_games, split_game, tokenize_python
 from tests.fixtures_pgn import LATIN1_EXPECT, NASTY, nasty_bytes
 
 
@@ -130,7 +130,7 @@ def test_binary_junk_is_an_archive_error(tmp_path):
 
 
 def test_game_counts_match_python_chess_on_every_shared_archive(shared_data):
-    from pipeline.ingest import count_games_python_chess
+    from pipeline.ingest.ingest import count_games_python_chess
 
     files = sorted(p for p in (shared_data / "pgn").rglob("*") if p.is_file())
     assert len(files) >= 17

@@ -10,10 +10,10 @@ import chess.pgn
 import pytest
 import zstandard
 
-from pipeline.archive import ArchiveError, ArchiveNotes, iter_raw_games
-from pipeline.games import process_games
-from pipeline.ingest import IngestConfig, count_games_python_chess, ingest_archive
-from pipeline.store import Store
+from pipeline.ingest.archive import ArchiveError, ArchiveNotes, iter_raw_games
+from pipeline.ingest.games import process_games
+from pipeline.ingest.ingest import IngestConfig, count_games_python_chess, ingest_archive
+from pipeline.store.store import Store
 
 BOM = b"\xef\xbb\xbf"
 COMPRESS = {

@@ -18,9 +18,9 @@ import zlib
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.archive import MAX_GAME_BYTES, ArchiveError, iter_raw_games
-from pipeline.ingest import IngestConfig, count_games_python_chess, ingest_archive
-from pipeline.store import Store
+from pipeline.ingest.archive import MAX_GAME_BYTES, ArchiveError, iter_raw_games
+from pipeline.ingest.ingest import IngestConfig, count_games_python_chess, ingest_archive
+from pipeline.store.store import Store
 from tests.pipeline.test_hostile_archives import _game, _tables
 
 MB = 1 << 20
@@ -32,9 +32,9 @@ _CHILD = textwrap.dedent(
     import json, resource, sys
     from pathlib import Path
     import pyarrow.parquet as pq
-    from pipeline.archive import ArchiveError
-    from pipeline.ingest import IngestConfig, ingest_archive
-    from pipeline.store import Store
+    from pipeline.ingest.archive import ArchiveError
+    from pipeline.ingest.ingest import IngestConfig, ingest_archive
+    from pipeline.store.store import Store
 
     def vm() -> int:
         for line in open("/proc/self/status"):
@@ -218,9 +218,9 @@ _WRITER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from pipeline.ingest import SCHEMAS
-    from pipeline.store import Store
-    from pipeline.store_files import AtomicParquetWriter
+    from pipeline.ingest.ingest import SCHEMAS
+    from pipeline.store.store import Store
+    from pipeline.store.store_files import AtomicParquetWriter
     store = Store(Path(sys.argv[1]))
     w = AtomicParquetWriter(store.partition_file("positions", sys.argv[2]), SCHEMAS["positions"])
     print("writing", flush=True)

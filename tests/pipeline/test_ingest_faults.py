@@ -7,15 +7,15 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.archive import ArchiveError
-from pipeline.ingest import TABLES, IngestConfig, ingest_archive
-from pipeline.store import Store
+from pipeline.ingest.archive import ArchiveError
+from pipeline.ingest.ingest import TABLES, IngestConfig, ingest_archive
+from pipeline.store.store import Store
 
 WRITER = """
 import sys
 from pathlib import Path
-from pipeline.ingest import IngestConfig, ingest_archive
-from pipeline.store import Store
+from pipeline.ingest.ingest import IngestConfig, ingest_archive
+from pipeline.store.store import Store
 store, key, path = Store(Path(sys.argv[1])), sys.argv[2], Path(sys.argv[3])
 sys.stdin.readline()  # start when told: both interpreters are up before either writes
 stats = ingest_archive(store, key, path, IngestConfig(workers=1),

@@ -12,12 +12,12 @@ import chess
 import chess.pgn
 import pytest
 
-from pipeline.duck import memory_connection
-from pipeline.encoding import fen_from_row
-from pipeline.engine import EnginePool, Limit
-from pipeline.ingest import IngestConfig, ingest_archive
-from pipeline.labels import SHARDS, LabelRun, Setting, coverage, integrity, label_store
-from pipeline.store import Store
+from pipeline.ingest.encoding import fen_from_row
+from pipeline.ingest.ingest import IngestConfig, ingest_archive
+from pipeline.labels.engine import EnginePool, Limit
+from pipeline.labels.labels import SHARDS, LabelRun, Setting, coverage, integrity, label_store
+from pipeline.store.duck import memory_connection
+from pipeline.store.store import Store
 from tests.stores import add_pgn, first_games
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,9 +134,9 @@ def test_failures_are_recorded_with_reasons_and_retried_only_when_asked(store, t
 LABEL_SCRIPT = """
 import json, sys
 from pathlib import Path
-from pipeline.engine import EnginePool, find_stockfish
-from pipeline.labels import LabelRun, label_store
-from pipeline.store import Store
+from pipeline.labels.engine import EnginePool, find_stockfish
+from pipeline.labels.labels import LabelRun, label_store
+from pipeline.store.store import Store
 from tests.stores import add_pgn, first_games
 with EnginePool(find_stockfish(), workers=1) as pool:
     s = label_store(Store(Path(sys.argv[1])), pool, LabelRun(flush_positions=int(sys.argv[2])))
@@ -205,7 +205,7 @@ def test_progress_total_is_the_work_asked_for_not_the_whole_backlog(store, tmp_p
 
 
 def test_eta_of_a_time_bounded_run_ends_with_its_budget():
-    from pipeline.labels import LabelProgress
+    from pipeline.labels.labels import LabelProgress
 
     # 100 of 10,000 in 10 s: 990 s to go by count, but the run stops in 30 s.
     p = LabelProgress(100, 0, 10_000, 10.0, "00", budget_left_s=30.0)
@@ -215,7 +215,7 @@ def test_eta_of_a_time_bounded_run_ends_with_its_budget():
 
 
 def test_planned_total_is_what_the_bounds_let_the_run_do():
-    from pipeline.labels import planned_total
+    from pipeline.labels.labels import planned_total
 
     assert planned_total(10_000, LabelRun(max_positions=300), 0, 0.0, None) == 300
     assert planned_total(200, LabelRun(max_positions=300), 0, 0.0, None) == 200
@@ -244,7 +244,7 @@ def test_a_run_restricted_to_archives_labels_only_their_positions(store, tmp_pat
 
 
 def test_search_timeout_is_measured_from_the_limit_with_a_floor(stockfish):
-    from pipeline.labels import TIMEOUT_FLOOR_S, TIMEOUT_MULTIPLE, search_timeout
+    from pipeline.labels.labels import TIMEOUT_FLOOR_S, TIMEOUT_MULTIPLE, search_timeout
 
     with EnginePool(stockfish, workers=1) as pool:
         quick = search_timeout(pool, Limit("depth", 6))
@@ -267,7 +267,7 @@ def test_a_store_labelled_before_reproducible_labels_stays_readable(store, tmp_p
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipeline.labels import FAILURES_SCHEMA
+    from pipeline.labels.labels import FAILURES_SCHEMA
 
     add_pgn(store, tmp_path, "a.pgn", ARCHIVE_A)
     expected = _distinct(ARCHIVE_A)

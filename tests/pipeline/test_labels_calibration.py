@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.engine import STOP_GRACE_S, EngineError, EnginePool, Limit
-from pipeline.labels import (
+from pipeline.labels.engine import STOP_GRACE_S, EngineError, EnginePool, Limit
+from pipeline.labels.labels import (
     CALIBRATION_FENS,
     CALIBRATION_TIMEOUT_S,
     TIMEOUT_FLOOR_S,
@@ -65,7 +65,7 @@ def test_a_hung_calibration_search_is_bounded_and_its_bound_is_never_the_runs_ti
     """The engine goes silent in one calibration search: that search is bounded by the
     calibration's own timeout (made 1 s here, 60 s in a run) and `stop`'s grace, the engine is
     restarted, and the run's timeout is measured from the other searches."""
-    from pipeline import labels
+    from pipeline.labels import labels
 
     monkeypatch.setattr(labels, "CALIBRATION_TIMEOUT_S", 1.0)
     path = search_fault_stockfish(tmp_path, stockfish, KIWIPETE, "hang")

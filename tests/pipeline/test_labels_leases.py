@@ -8,11 +8,11 @@ from contextlib import contextmanager
 
 import pytest
 
-import pipeline.labels as labels_module
-from pipeline.engine import EnginePool, Limit
-from pipeline.labels import SHARD_LEASE_TTL_S, LabelRun, Setting, coverage, integrity, label_store
-from pipeline.storage_leases import Lease, LeaseLost
-from pipeline.store import Store
+import pipeline.labels.labels as labels_module
+from pipeline.labels.engine import EnginePool, Limit
+from pipeline.labels.labels import SHARD_LEASE_TTL_S, LabelRun, Setting, coverage, integrity, label_store
+from pipeline.store.storage_leases import Lease, LeaseLost
+from pipeline.store.store import Store
 from tests.stores import add_pgn
 
 GAMES = (

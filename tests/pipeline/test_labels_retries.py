@@ -5,10 +5,10 @@ from pathlib import Path
 
 import chess
 
-from pipeline.duck import memory_connection
-from pipeline.engine import EnginePool
-from pipeline.labels import LabelRun, label_store
-from pipeline.store import Store
+from pipeline.labels.engine import EnginePool
+from pipeline.labels.labels import LabelRun, label_store
+from pipeline.store.duck import memory_connection
+from pipeline.store.store import Store
 from tests.engines import search_fault_stockfish
 from tests.stores import add_pgn
 

@@ -11,12 +11,12 @@ from contextlib import contextmanager
 import pytest
 import s3fs
 
-import pipeline.labels as labels_module
-from pipeline import storage, storage_leases, storage_paths
-from pipeline.duck import memory_connection, query
-from pipeline.engine import EnginePool, Limit
-from pipeline.labels import SHARDS, LabelRun, Setting, label_store, shard_lock
-from pipeline.store import Store
+import pipeline.labels.labels as labels_module
+from pipeline.labels.engine import EnginePool, Limit
+from pipeline.labels.labels import SHARDS, LabelRun, Setting, label_store, shard_lock
+from pipeline.store import storage, storage_leases, storage_paths
+from pipeline.store.duck import memory_connection, query
+from pipeline.store.store import Store
 from tests.pipeline.test_storage_s3 import bucket, endpoint  # noqa: F401  (fixtures)
 from tests.stores import add_pgn
 

@@ -1,4 +1,4 @@
-"""Lubeck's grid (pipeline/lubeck_grid.py): the cells, the node budgets that scale the time per
+"""Lubeck's grid (pipeline/play/lubeck_grid.py): the cells, the node budgets that scale the time per
 move, both players in the same search, the start-position classes, the score and Elo figures.
 The Stockfish half (start positions checked by a direct engine call, the asset end to end) is in
 tests/assets/test_lubeck_grid_asset.py."""
@@ -8,7 +8,7 @@ import math
 import chess
 import pytest
 
-from pipeline.lubeck_grid import (
+from pipeline.play.lubeck_grid import (
     Cell,
     GridConfig,
     GridResult,
@@ -22,7 +22,7 @@ from pipeline.lubeck_grid import (
     play_task,
     play_tasks,
 )
-from pipeline.search import AlphaBeta, MaterialEvaluator
+from pipeline.play.search import AlphaBeta, MaterialEvaluator
 
 MIDDLEGAME = "r1bq1rk1/pp2bppp/2n1pn2/3p4/2PP4/2N1PN2/PP3PPP/R2QKB1R w KQ - 0 9"
 MOST_LEGAL_MOVES = 218

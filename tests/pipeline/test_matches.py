@@ -5,9 +5,9 @@ import math
 import chess
 import pytest
 
-from pipeline.matches import MatchSpec, fit_elo, game_end, play_game, play_match, wilson_interval, write_pgn
-from pipeline.openings import sabatelli_openings
-from pipeline.search import AlphaBeta, MaterialEvaluator, RandomPlayer, SearchPlayer
+from pipeline.play.matches import MatchSpec, fit_elo, game_end, play_game, play_match, wilson_interval, write_pgn
+from pipeline.play.openings import sabatelli_openings
+from pipeline.play.search import AlphaBeta, MaterialEvaluator, RandomPlayer, SearchPlayer
 
 
 class Scripted:
@@ -84,9 +84,9 @@ def test_game_end_matches_python_chess_outcome():
 
 
 def test_match_pgn_reingests_cleanly(tmp_path):
-    from pipeline.duck import memory_connection
-    from pipeline.ingest import IngestConfig, ingest_archive
-    from pipeline.store import Store
+    from pipeline.ingest.ingest import IngestConfig, ingest_archive
+    from pipeline.store.duck import memory_connection
+    from pipeline.store.store import Store
 
     openings = sabatelli_openings()[:2]
     spec = MatchSpec(
@@ -167,7 +167,7 @@ def test_a_match_game_depends_on_its_place_only_and_each_random_game_has_its_own
     """Fresh players per game, the random mover reseeded from the game's place: a game played
     alone is the match's game, and a match played twice is the same match. Before, one random
     stream ran through the match (a game's moves depended on the games before it)."""
-    from pipeline.matches import play_pairing
+    from pipeline.play.matches import play_pairing
 
     openings = sabatelli_openings()[:2]
     spec = MatchSpec(

@@ -9,9 +9,9 @@ import chess.pgn
 import pytest
 
 from pipeline import plots
-from pipeline.archive import open_archive
-from pipeline.store import Store
-from pipeline.suites import DeltaCp
+from pipeline.ingest.archive import open_archive
+from pipeline.play.suites import DeltaCp
+from pipeline.store.store import Store
 from tests.stores import add_pgn
 
 LONG_KEY = "ficsgamesdb_202201_standard2000_nomovetimes_263567.pgn.zst"
@@ -56,7 +56,7 @@ def _players_by_python_chess(path) -> tuple[set, set]:
 def test_ratings_chart_counts_distinct_players(tmp_path, fics_search):
     """Before: the chart counted ratings (two a game: "1,212 of 1,212 players") where the archive
     has 263 distinct players."""
-    from pipeline.ingest import IngestConfig, ingest_archive
+    from pipeline.ingest.ingest import IngestConfig, ingest_archive
 
     store = Store(tmp_path / "store").ensure()
     key = store.add_archive(fics_search)

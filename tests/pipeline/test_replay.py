@@ -1,6 +1,6 @@
 """The fast replay against python-chess: every position of real games, random games, illegal moves.
 
-Every test runs twice: with the compiled loop (pipeline/_replay.c) and with the Python one.
+Every test runs twice: with the compiled loop (pipeline/ingest/_replay.c) and with the Python one.
 """
 
 import functools
@@ -13,11 +13,11 @@ import chess.polyglot
 import numpy as np
 import pytest
 
-from pipeline import encoding
-from pipeline import replay as replay_module
-from pipeline.archive import RawGame, iter_raw_games
-from pipeline.games import process_games, split_game, tokenize
-from pipeline.replay import ReplayError, State, replay
+from pipeline.ingest import encoding
+from pipeline.ingest import replay as replay_module
+from pipeline.ingest.archive import RawGame, iter_raw_games
+from pipeline.ingest.games import process_games, split_game, tokenize
+from pipeline.ingest.replay import ReplayError, State, replay
 
 
 @pytest.fixture(params=["compiled", "python"], autouse=True)
@@ -274,8 +274,8 @@ def _numbered(sans: list[str], fullmove: int = 1, white_first: bool = True) -> s
 def _ingest_text(tmp_path, text: str):
     import pyarrow.parquet as pq
 
-    from pipeline.ingest import IngestConfig, ingest_archive
-    from pipeline.store import Store
+    from pipeline.ingest.ingest import IngestConfig, ingest_archive
+    from pipeline.store.store import Store
 
     path = tmp_path / "long.pgn"
     path.write_text(text)

@@ -2,8 +2,14 @@
 
 import pytest
 
-from pipeline.published import EVALUATION_FIGURES, MODEL_FIGURES, anchor, deepchess_figures, piece_value_figures
-from pipeline.reproduction import Ours, ReportInputs, Step, hms, on_published_split, render
+from pipeline.research.published import (
+    EVALUATION_FIGURES,
+    MODEL_FIGURES,
+    anchor,
+    deepchess_figures,
+    piece_value_figures,
+)
+from pipeline.research.reproduction import Ours, ReportInputs, Step, hms, on_published_split, render
 
 
 def _rows(text: str) -> list[list[str]]:
@@ -32,7 +38,7 @@ def test_one_row_per_figure_with_both_protocols_beside_the_published_one():
 
 def test_published_figures_come_from_one_place():
     # The model assets' anchors and the evaluation rows' detail are made from these figures.
-    from pipeline.evaluation import KAUFMAN_ANCHOR
+    from pipeline.play.evaluation import KAUFMAN_ANCHOR
 
     assert "96.07%" in anchor("mlp_bitmap_3class") and anchor("no_such_model") == ""
     assert "1.56" in KAUFMAN_ANCHOR and "2 of 25" in KAUFMAN_ANCHOR
@@ -51,8 +57,8 @@ def test_hms():
 
 def _trained(cfg, model: str):
     """The TrainConfig the reproduce command's run config gives the model."""
-    from assets.cli.reproduce import op_configs
     from assets.training import train_config
+    from cli.reproduce import op_configs
 
     run = op_configs(cfg, [model], {}, [model])[model]
     return train_config(model, run, "", "")
@@ -75,7 +81,7 @@ def _profile(model: str, profile: str):
     ],
 )
 def test_max_epochs_and_rows_cap_each_models_profile_never_raise_it(model, profile, caps):
-    from assets.cli.reproduce import ReproduceConfig
+    from cli.reproduce import ReproduceConfig
     from training.config import ScheduleOverrides
 
     got = _trained(ReproduceConfig(profile=profile, caps=ScheduleOverrides(**caps)), model)
@@ -98,7 +104,7 @@ def test_max_epochs_and_rows_cap_each_models_profile_never_raise_it(model, profi
     ],
 )
 def test_bad_numbers_are_refused_in_one_line_before_any_store_work(tmp_path, monkeypatch, flag, value, words):
-    from assets.cli.app import main
+    from cli.app import main
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
     (tmp_path / "data").mkdir()
@@ -112,7 +118,7 @@ def test_bad_numbers_are_refused_in_one_line_before_any_store_work(tmp_path, mon
 
 
 def test_each_models_schedule_is_its_own():
-    from assets.cli.reproduce import ReproduceConfig, bounds_text, schedule_text
+    from cli.reproduce import ReproduceConfig, bounds_text, schedule_text
     from training.config import ScheduleOverrides
 
     quick = ReproduceConfig(profile="quick")
@@ -128,7 +134,7 @@ def test_each_models_schedule_is_its_own():
 
 
 def test_a_change_of_suites_folder_changes_the_evaluations_fingerprint_only(tmp_path):
-    from assets.cli.reproduce import ReproduceConfig, settings_text
+    from cli.reproduce import ReproduceConfig, settings_text
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -144,10 +150,10 @@ def test_a_change_of_suites_folder_changes_the_evaluations_fingerprint_only(tmp_
 def test_each_step_is_kept_under_its_own_settings():
     """A new time budget or epoch cap retrains and keeps the datasets and the evaluation settings;
     new labels redo the datasets (and, through their inputs, what is downstream)."""
-    from assets.cli.reproduce import ReproduceConfig, settings_text, step_kind
     from assets.reproduce import job_assets
-    from pipeline.datasets import DATASETS
-    from pipeline.engine import Limit
+    from cli.reproduce import ReproduceConfig, settings_text, step_kind
+    from pipeline.datasets.datasets import DATASETS
+    from pipeline.labels.engine import Limit
     from training.config import ScheduleOverrides
 
     base = ReproduceConfig(profile="full")
@@ -173,9 +179,9 @@ def test_each_step_is_kept_under_its_own_settings():
 
 
 def test_quick_eval_plays_a_small_lubeck_grid():
-    from assets.cli.reproduce import ReproduceConfig, op_configs
     from assets.reproduce import LUBECK_GRID
-    from pipeline.lubeck_grid import GridConfig
+    from cli.reproduce import ReproduceConfig, op_configs
+    from pipeline.play.lubeck_grid import GridConfig
 
     quick = op_configs(ReproduceConfig(quick_eval=True), [LUBECK_GRID], {}, [])[LUBECK_GRID].to_dataclass(GridConfig)
     full = GridConfig()
@@ -205,7 +211,7 @@ def test_model_and_selfplay_anchors_are_formatted_from_the_published_dicts():
     import assets.selfplay
     import assets.training
     from assets.training import MODELS
-    from pipeline.published import DEEPCHESS, HUI_RANDOM_PEAK, TEAM44, deepchess_anchor, piece_value_anchor
+    from pipeline.research.published import DEEPCHESS, HUI_RANDOM_PEAK, TEAM44, deepchess_anchor, piece_value_anchor
 
     assert MODELS["piece_value_net"].anchor == piece_value_anchor(TEAM44)
     assert f"knight {TEAM44['knight']:.2f}" in MODELS["piece_value_net"].anchor
@@ -217,7 +223,7 @@ def test_model_and_selfplay_anchors_are_formatted_from_the_published_dicts():
     for module, figures in ((assets.training, ("2.94", "9.87", "96.68", "96.74")), (assets.selfplay, ("79.8", "84%"))):
         source = Path(module.__file__).read_text()
         assert not [f for f in figures if f in source], module.__name__
-    # Nor DeepChess's buckets outside pipeline/published.py (read as text: no torch imported).
+    # Nor DeepChess's buckets outside pipeline/research/published.py (read as text: no torch imported).
     root = Path(assets.training.__file__).resolve().parents[1]
     for path in ("training/deepchess.py", "assets/deepchess.py", "assets/reproduce.py"):
         source = (root / path).read_text()
@@ -225,7 +231,7 @@ def test_model_and_selfplay_anchors_are_formatted_from_the_published_dicts():
 
 
 def test_deepchess_and_team44_figures_have_ours_on_both_protocols_beside_them():
-    from pipeline.published import DEEPCHESS, DEEPCHESS_BUCKETS, PAIRS_ON_PUBLISHED_SPLIT, SPLIT_MODELS, TEAM44
+    from pipeline.research.published import DEEPCHESS, DEEPCHESS_BUCKETS, PAIRS_ON_PUBLISHED_SPLIT, SPLIT_MODELS, TEAM44
 
     dc = {f.measure: f for f in deepchess_figures(DEEPCHESS, DEEPCHESS_BUCKETS)}
     val, bucket = dc["pair accuracy, validation"], dc["Experiment 1, bucket A_even_even"]

@@ -1,4 +1,4 @@
-"""One home for the store's tables: pipeline/schemas.py, docs/STORE.md kept equal to it,
+"""One home for the store's tables: pipeline/store/schemas.py, docs/STORE.md kept equal to it,
 the writers of the result tables in pipeline/, and no import cycle among the library modules."""
 
 import ast
@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import schemas
-from pipeline.duck import SCHEMA_FILE, create_views, ensure_schema_files, memory_connection
-from pipeline.schemas import TABLES, Column, document_problems, render_document
-from pipeline.search import RandomPlayer
-from pipeline.store import Store
+from pipeline.play.search import RandomPlayer
+from pipeline.store import schemas
+from pipeline.store.duck import SCHEMA_FILE, create_views, ensure_schema_files, memory_connection
+from pipeline.store.schemas import TABLES, Column, document_problems, render_document
+from pipeline.store.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT = ROOT / "docs" / "STORE.md"
@@ -27,7 +27,7 @@ def _doc() -> str:
 
 
 def test_store_document_has_every_column_of_every_table_and_no_other():
-    assert document_problems(_doc()) == [], "run: .venv/bin/python -m pipeline.schemas docs/STORE.md"
+    assert document_problems(_doc()) == [], "run: .venv/bin/python -m pipeline.store.schemas docs/STORE.md"
     doc = _doc()
     for table in TABLES.values():  # independent of the renderer: each column's line, by name and type
         for col in table.columns:
@@ -38,16 +38,16 @@ def test_a_column_added_to_a_schema_without_its_line_fails(monkeypatch):
     games = TABLES["games"]
     grown = dataclasses.replace(games, columns=games.columns + (Column("annotator", pa.string(), "Annotator tag"),))
     monkeypatch.setitem(TABLES, "games", grown)
-    assert document_problems(_doc()) == ["column blocks differ from pipeline/schemas.py"]
+    assert document_problems(_doc()) == ["column blocks differ from pipeline/store/schemas.py"]
     assert "| `annotator` | `string` | `VARCHAR` | Annotator tag |" in render_document(_doc())
 
 
 def test_a_line_without_its_column_fails():
     doc = _doc()
     line = next(x for x in doc.splitlines() if x.startswith("| `eco` |"))
-    assert document_problems(doc.replace(line + "\n", "")) == ["column blocks differ from pipeline/schemas.py"]
+    assert document_problems(doc.replace(line + "\n", "")) == ["column blocks differ from pipeline/store/schemas.py"]
     extra = doc.replace(line + "\n", line + "\n| `opening` | `string` | `VARCHAR` | Opening tag |\n")
-    assert document_problems(extra) == ["column blocks differ from pipeline/schemas.py"]
+    assert document_problems(extra) == ["column blocks differ from pipeline/store/schemas.py"]
 
 
 def test_a_table_without_its_block_or_an_unknown_block_fails():
@@ -89,7 +89,7 @@ def test_the_store_folders_bind_to_the_schemas(tmp_path):
 
 
 def test_the_readme_and_store_docstring_point_at_the_document():
-    from pipeline import store
+    from pipeline.store import store
 
     assert "docs/STORE.md" in store.__doc__ and "ARCHITECTURE.md" not in store.__doc__
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -107,8 +107,8 @@ class _Named(RandomPlayer):
 
 
 def test_result_table_writers_write_the_schemas_and_the_views_read_them(tmp_path):
-    from pipeline.evaluation import write_model_metrics, write_results
-    from pipeline.matches import MatchResult, play_game, write_games
+    from pipeline.play.evaluation import write_model_metrics, write_results
+    from pipeline.play.matches import MatchResult, play_game, write_games
 
     store = Store(tmp_path / "store").ensure()
     metrics = write_model_metrics(
@@ -170,26 +170,29 @@ def test_asset_modules_write_no_tables(module):
 
 
 def _library_imports() -> dict[str, set[str]]:
-    """Each pipeline/ and training/ module's imports of the two packages, wherever in the
-    module they are made (a function-level import closes a cycle as well)."""
-    graph = {}
+    """Each pipeline/ and training/ module's imports of the two packages' modules, wherever in
+    the module they are made (a function-level import closes a cycle as well)."""
+    paths = {}
     for package in ("pipeline", "training"):
-        for path in (ROOT / package).glob("*.py"):
-            deps = set()
-            for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(n, ast.ImportFrom) and n.module in ("pipeline", "training"):
-                    deps |= {f"{n.module}.{a.name}" for a in n.names}
-                elif isinstance(n, ast.ImportFrom) and n.module and n.module.split(".")[0] in ("pipeline", "training"):
-                    deps.add(n.module)
-                elif isinstance(n, ast.Import):
-                    deps |= {a.name for a in n.names if a.name.split(".")[0] in ("pipeline", "training")}
-            graph[f"{package}.{path.stem}"] = deps
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for module, path in paths.items():
+        deps = set()
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.ImportFrom) and n.module and n.module.split(".")[0] in ("pipeline", "training"):
+                # `from pipeline.store import duck` imports the module pipeline.store.duck
+                deps |= {f"{n.module}.{a.name}" if f"{n.module}.{a.name}" in paths else n.module for a in n.names}
+            elif isinstance(n, ast.Import):
+                deps |= {a.name for a in n.names if a.name.split(".")[0] in ("pipeline", "training")}
+        graph[module] = deps - {module}
     return graph
 
 
 def test_the_library_modules_import_each_other_without_a_cycle():
     graph = _library_imports()
-    assert graph["pipeline.labels"] >= {"pipeline.duck", "pipeline.schemas"}  # the walk sees imports
+    assert graph["pipeline.labels.labels"] >= {"pipeline.store.duck", "pipeline.store.schemas"}  # the walk sees imports
     cycles = []
 
     def walk(node: str, path: list[str], done: set[str]) -> None:
@@ -207,8 +210,8 @@ def test_the_library_modules_import_each_other_without_a_cycle():
 
 def test_importing_duck_imports_no_table_writer():
     code = (
-        "import sys, pipeline.duck; pipeline.duck.table_schemas(); "
-        "print(','.join(m for m in ('pipeline.datasets', 'pipeline.labels', 'pipeline.games') "
+        "import sys, pipeline.store.duck; pipeline.store.duck.table_schemas(); "
+        "print(','.join(m for m in ('pipeline.datasets.datasets', 'pipeline.labels.labels', 'pipeline.ingest.games') "
         "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

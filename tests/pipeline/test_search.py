@@ -7,7 +7,7 @@ import chess
 import numpy as np
 import pytest
 
-from pipeline.search import (
+from pipeline.play.search import (
     MATE,
     TRADITIONAL_TABLES,
     AlphaBeta,
@@ -280,7 +280,7 @@ def test_material_evaluator_takes_other_tables_of_its_form():
 
 
 def test_board_arrays_match_the_store_encoding():
-    from pipeline.encoding import board_from_row
+    from pipeline.ingest.encoding import board_from_row
 
     board = chess.Board("r3k2r/pp3ppp/8/3pP3/8/8/PP3PPP/R3K2R w Kq d6 0 12")
     planes, white, castling = board_arrays([board])

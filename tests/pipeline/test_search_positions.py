@@ -1,4 +1,4 @@
-"""pipeline.search_positions' pieces by hand-checked positions, and the searched dataset's
+"""pipeline.datasets.search_positions' pieces by hand-checked positions, and the searched dataset's
 settings and the `datasets` command's refusals (the whole build: tests/test_searched_dataset.py)."""
 
 from datetime import UTC, datetime
@@ -9,11 +9,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from assets.cli.datasets import check_request
-from pipeline.datasets import DATASETS, SearchEngine, _check_engine, _searched, dataset_values
-from pipeline.encoding import fens_from_columns
-from pipeline.engine import EngineError, EnginePool
-from pipeline.search_positions import Children, children, rows_of
+from cli.datasets import check_request
+from pipeline.datasets.datasets import DATASETS, SearchEngine, _check_engine, _searched, dataset_values
+from pipeline.datasets.search_positions import Children, children, rows_of
+from pipeline.ingest.encoding import fens_from_columns
+from pipeline.labels.engine import EngineError, EnginePool
 from tests.engines import faulty_stockfish, static_cp
 
 SEARCHED = "sabatelli_regression_search"
@@ -60,7 +60,7 @@ def test_a_childs_en_passant_square_is_kept_only_where_a_pawn_can_take_there():
 def test_children_drawn_in_two_processes_are_those_of_one(monkeypatch):
     # Tasks of 3 rows, so each process draws several: the same children in the same order,
     # the same held-out keys, whichever process drew a row.
-    monkeypatch.setattr("pipeline.search_positions.DRAW_ROWS", 3)
+    monkeypatch.setattr("pipeline.datasets.search_positions.DRAW_ROWS", 3)
     board, fens = chess.Board(), []
     for uci in ("e2e4", "e7e5", "g1f3", "b8c6", "f1b5", "a7a6", "b5a4", "g8f6", "e1g1", "f8e7", "f1e1"):
         board.push_uci(uci)

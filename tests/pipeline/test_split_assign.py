@@ -8,8 +8,8 @@ import itertools
 import duckdb
 import pytest
 
-from pipeline.datasets import sql_params
-from pipeline.duck import load_sql
+from pipeline.datasets.datasets import sql_params
+from pipeline.store.duck import load_sql
 
 FRACTIONS = [(0.2, 0.2), (0.01, 0.01), (0.45, 0.45), (0.0, 0.3), (0.3, 0.0), (0.6, 0.3)]
 

@@ -1,4 +1,4 @@
-"""Stockfish's static evaluation as a search's evaluator (pipeline/stockfish_eval.py), checked
+"""Stockfish's static evaluation as a search's evaluator (pipeline/play/stockfish_eval.py), checked
 against Stockfish's `eval` called directly, one process a position; and engines that lie."""
 
 import fcntl
@@ -10,10 +10,10 @@ import chess
 import chess.engine
 import pytest
 
-from pipeline.engine import EngineError
-from pipeline.lubeck_grid import Cell, GridConfig, StartPosition, Task, calibrate, play_task
-from pipeline.search import EVAL_CLIP, AlphaBeta
-from pipeline.stockfish_eval import BATCH, StockfishStaticEvaluator
+from pipeline.labels.engine import EngineError
+from pipeline.play.lubeck_grid import Cell, GridConfig, StartPosition, Task, calibrate, play_task
+from pipeline.play.search import EVAL_CLIP, AlphaBeta
+from pipeline.play.stockfish_eval import BATCH, StockfishStaticEvaluator
 from tests.engines import faulty_stockfish, static_cp
 
 MIDDLEGAME = "r1bq1rk1/pp2bppp/2n1pn2/3p4/2PP4/2N1PN2/PP3PPP/R2QKB1R w KQ - 0 9"

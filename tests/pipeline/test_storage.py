@@ -1,14 +1,14 @@
-"""pipeline.storage without a server: store roots, object paths, settings (fast tier).
+"""pipeline.store.storage without a server: store roots, object paths, settings (fast tier).
 The tests against a real S3 server (moto on loopback) are in test_storage_s3.py."""
 
 from pathlib import Path, PurePosixPath
 
 import pytest
 
-from pipeline import storage_leases
-from pipeline.storage import S3Settings, parse_root
-from pipeline.storage_paths import ObjectPath
-from pipeline.store import Store, default_root
+from pipeline.store import storage_leases
+from pipeline.store.storage import S3Settings, parse_root
+from pipeline.store.storage_paths import ObjectPath
+from pipeline.store.store import Store, default_root
 
 
 def test_an_s3_uri_is_an_object_path_and_a_folder_a_resolved_path(tmp_path, monkeypatch):

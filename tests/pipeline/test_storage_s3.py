@@ -22,10 +22,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from deploy.servers import free_port, moto_s3
-from pipeline import storage, storage_leases, storage_paths
-from pipeline.duck import QueryRefused, query
-from pipeline.store import Store
-from pipeline.store_files import AtomicParquetWriter, atomic_path
+from pipeline.store import storage, storage_leases, storage_paths
+from pipeline.store.duck import QueryRefused, query
+from pipeline.store.store import Store
+from pipeline.store.store_files import AtomicParquetWriter, atomic_path
 
 pytestmark = pytest.mark.slow  # a server of its own, and real archives
 
@@ -70,7 +70,7 @@ def keys(bucket: str, prefix: str = "") -> list[str]:
 def test_an_archive_ingested_into_s3_gives_the_local_store_tables(bucket, shared_data, tmp_path):
     import dagster as dg
 
-    from pipeline.datasets import SPLITS, build_dataset, dataset_dir
+    from pipeline.datasets.datasets import SPLITS, build_dataset, dataset_dir
     from tests.stores import materialize_archive
 
     archive = shared_data / "pgn" / SMALL_ARCHIVE
@@ -114,7 +114,7 @@ def test_an_archive_ingested_into_s3_gives_the_local_store_tables(bucket, shared
 
 
 def test_views_read_new_partitions_by_glob_and_queries_cannot_write(bucket):
-    from pipeline.games import GAMES_SCHEMA
+    from pipeline.ingest.games import GAMES_SCHEMA
 
     st = Store(f"s3://{bucket}/p").ensure()
     assert query(st, "SELECT count(*) AS n FROM games").column("n")[0].as_py() == 0
@@ -166,8 +166,8 @@ def test_an_exception_while_writing_uploads_nothing(bucket):
 UPLOADER = """
 import sys, time
 from pathlib import Path
-from pipeline import storage
-from pipeline.store_files import atomic_path
+from pipeline.store import storage
+from pipeline.store.store_files import atomic_path
 storage.MULTIPART_THRESHOLD = 5 << 20  # S3's smallest part, so a 24 MB file goes up in parts
 dest = storage.parse_root(sys.argv[1])
 
@@ -201,7 +201,7 @@ def test_an_upload_killed_before_it_completes_leaves_no_object(bucket):
     assert keys(bucket) == []  # the whole object or nothing: nothing
     assert storage.head(storage.parse_root(dest)) is None
     # The killed writer's spool file is unlocked, so the next writer's sweep removes it.
-    from pipeline.storage import remove_stale_tmp
+    from pipeline.store.storage import remove_stale_tmp
 
     assert remove_stale_tmp(storage.spool_dir()) == 1
 
@@ -248,7 +248,7 @@ def test_a_local_lease_is_an_flock_with_the_same_interface(tmp_path):
 
 HOLDER = """
 import sys, time
-from pipeline.store import Store
+from pipeline.store.store import Store
 st = Store(sys.argv[1])
 with st.lease("shard-7", ttl_s=float(sys.argv[2])) as lease:
     print("held" if lease else "busy", flush=True)
@@ -390,7 +390,7 @@ def test_the_archive_index_is_written_only_over_the_version_read(bucket, tmp_pat
 
 def _cli(args: list[str]) -> str:
     """The CLI's exit message (what it prints on stderr) for args; it must fail."""
-    from assets.cli import main
+    from cli import main
 
     with pytest.raises(SystemExit) as e:
         main(args)
@@ -448,9 +448,9 @@ def test_refused_credentials_are_one_line_naming_the_credential_settings(tmp_pat
 
 
 def test_labels_on_s3_are_the_local_stores_labels(bucket, shared_data, stockfish, tmp_path):
-    from pipeline.engine import EnginePool, Limit
-    from pipeline.ingest import IngestConfig, ingest_archive
-    from pipeline.labels import LabelRun, label_store
+    from pipeline.ingest.ingest import IngestConfig, ingest_archive
+    from pipeline.labels.engine import EnginePool, Limit
+    from pipeline.labels.labels import LabelRun, label_store
     from tests.stores import first_games
 
     pgn = tmp_path / "ten.pgn"
@@ -534,7 +534,7 @@ def test_two_adders_of_different_files_with_one_name_get_two_archives(bucket, tm
 def test_an_error_that_is_not_a_setting_propagates_as_itself_without_a_loop(bucket):
     import botocore.exceptions as bx
 
-    from pipeline.store_files import is_no_space
+    from pipeline.store.store_files import is_no_space
 
     missing = storage_paths.ObjectPath(bucket, "p/none.parquet")
     with pytest.raises(bx.ClientError) as e:
@@ -544,8 +544,8 @@ def test_an_error_that_is_not_a_setting_propagates_as_itself_without_a_loop(buck
 
 
 def test_an_ingest_whose_partition_lease_was_taken_over_commits_nothing(bucket, shared_data, monkeypatch):
-    import pipeline.store
-    from pipeline.ingest import IngestConfig, ingest_archive
+    import pipeline.store.store
+    from pipeline.ingest.ingest import IngestConfig, ingest_archive
 
     st = Store(f"s3://{bucket}/p").ensure()
     key = st.add_archive(shared_data / "pgn" / SMALL_ARCHIVE)
@@ -554,7 +554,7 @@ def test_an_ingest_whose_partition_lease_was_taken_over_commits_nothing(bucket, 
         before = {o["Key"]: o["ETag"] for o in storage.list_objects(st.root) if "/archive=" in o["Key"]}
         assert len(before) == 3
         ttl = 1.5
-        monkeypatch.setattr(pipeline.store, "PARTITION_LEASE_TTL_S", ttl)
+        monkeypatch.setattr(pipeline.store.store, "PARTITION_LEASE_TTL_S", ttl)
 
         def taken_over(stats) -> None:
             # Another worker took the lease over (as after an expiry): this one's renewal fails.
@@ -568,7 +568,7 @@ def test_an_ingest_whose_partition_lease_was_taken_over_commits_nothing(bucket, 
 
 
 def test_the_cli_ingests_into_and_queries_an_s3_store(bucket, shared_data, tmp_path, capsys):
-    from assets.cli import main
+    from cli import main
 
     home = f"s3://{bucket}/cli"
     main(["--home", home, "ingest", str(shared_data / "pgn" / SMALL_ARCHIVE)])
@@ -586,7 +586,7 @@ def test_the_sensor_sees_an_archive_dropped_into_the_s3_archives_prefix(bucket, 
     from assets.partitions import archives_partitions
     from assets.resources import StoreResource
     from assets.sensors import archives_sensor
-    from pipeline.store_archives import partition_key
+    from pipeline.store.store_archives import partition_key
 
     st = Store(f"s3://{bucket}/p").ensure()
     instance = dg.DagsterInstance.ephemeral()

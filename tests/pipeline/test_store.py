@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.store import Store
-from pipeline.store_archives import partition_key
+from pipeline.store.store import Store
+from pipeline.store.store_archives import partition_key
 
 
 @pytest.mark.parametrize(
@@ -66,7 +66,7 @@ def test_atomic_files_get_the_mode_open_would_give_not_mkstemps_0600(tmp_path):
     import os
     import stat
 
-    from pipeline.store_files import atomic_path
+    from pipeline.store.store_files import atomic_path
 
     old = os.umask(0o022)
     try:
@@ -133,7 +133,7 @@ def test_a_killed_copy_leaves_no_archive_and_its_temp_file_goes_later(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys; from pipeline.store import Store; "
+            "import sys; from pipeline.store.store import Store; "
             "Store(__import__('pathlib').Path(sys.argv[1])).add_archive(sys.argv[2], copy=True)",
             str(store.root),
             str(big),
@@ -150,7 +150,7 @@ def test_a_killed_copy_leaves_no_archive_and_its_temp_file_goes_later(tmp_path):
     assert store.find_archives() == {}  # no archive, so no partition, from the killed copy
     # The dead writer's temp file goes on the next add (once it is old enough to be sure no
     # writer is about to lock it); a live writer's temp file stays.
-    from pipeline.store_files import atomic_path
+    from pipeline.store.store_files import atomic_path
 
     old = time.time() - 120
     os.utime(tmp, (old, old))
@@ -185,7 +185,7 @@ def test_symlink_loops_are_walked_once_and_each_file_counted_once(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, json; from pathlib import Path; from pipeline.store import Store; "
+            "import sys, json; from pathlib import Path; from pipeline.store.store import Store; "
             "print(json.dumps(sorted(Store(Path(sys.argv[1])).find_archives())))",
             str(store.root),
         ],
@@ -227,7 +227,7 @@ def test_a_link_named_pgn_to_a_file_with_another_name(tmp_path):
     assert key == "x.pgn" and store.archive_path(key).read_text() == PGN
     import pytest as _pytest
 
-    from pipeline.store_archives import ArchiveNameError
+    from pipeline.store.store_archives import ArchiveNameError
 
     with _pytest.raises(ArchiveNameError, match="not an archive name"):
         store.add_archive(data)
@@ -238,7 +238,7 @@ def test_stale_progress_files_go_and_live_ones_stay(tmp_path):
     import subprocess
     import sys
 
-    from pipeline.store import remove_stale_progress_files
+    from pipeline.store.store import remove_stale_progress_files
 
     store = Store(tmp_path / "store").ensure()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)

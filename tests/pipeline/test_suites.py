@@ -4,8 +4,8 @@ import chess
 import chess.engine
 import pytest
 
-from pipeline.engine import EnginePool, Limit
-from pipeline.suites import (
+from pipeline.labels.engine import EnginePool, Limit
+from pipeline.play.suites import (
     EpdPosition,
     SuiteError,
     is_sts,
@@ -123,7 +123,7 @@ def _write(path, lines, eol="\r\n"):
 def test_a_public_collection_loads_with_each_bad_line_counted(tmp_path):
     """Before: the free-text c0 made reading the points fail with "invalid literal for int()",
     and any bad line made the whole file fail."""
-    from pipeline.suites import read_epd
+    from pipeline.play.suites import read_epd
 
     suite = read_epd(_write(tmp_path / "public.epd", PUBLIC))
     ids = [p.id for p in suite.positions]

@@ -1,7 +1,7 @@
 """Small dataset split files for cheap training-loop tests (no Stockfish, no shared data).
 
 Positions come from random legal play (python-chess, seeded), encoded as ingest writes them
-(pipeline.search.board_arrays); a game is 40 plies of one random line. Targets are the
+(pipeline.play.search.board_arrays); a game is 40 plies of one random line. Targets are the
 dataset's kind: classes of the material balance with a seeded share of rows flipped (so a
 model can beat neither baseline trivially), the winner for DeepChess's pairs (1 White won, 0
 Black won, per game), a value in pawns for the piece values."""
@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.datasets import dataset_dir
-from pipeline.search import board_arrays
-from pipeline.store import Store
+from pipeline.datasets.datasets import dataset_dir
+from pipeline.play.search import board_arrays
+from pipeline.store.store import Store
 
 PLIES = 40
 VALUES = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9, chess.KING: 0}

@@ -78,8 +78,8 @@ def test_regression_baseline_is_a_line_fitted_on_train():
 def test_a_training_run_records_both_baselines_on_its_own_test_rows(tmp_path, stockfish, fics_2022):
     """The material rule's accuracy as DuckDB's `material` and `sabatelli_class3` macros give it
     over the test file (independent of training/baselines.py), on the rows the model is scored on."""
-    from pipeline.datasets import dataset_dir
-    from pipeline.duck import load_sql
+    from pipeline.datasets.datasets import dataset_dir
+    from pipeline.store.duck import load_sql
     from tests.stores import depth1_dataset_store
     from training.train import TrainConfig, train
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from pipeline.datasets import DATASETS
+from pipeline.datasets.datasets import DATASETS
 from training.encoders import ENCODERS
 from training.models import ACTIVATIONS, CNN, MLP, PRESETS, Activation, ModelKind, ModelSpec, OptimizerName, build_model
 from training.train import TrainConfig, _optimizer, main, resolve_device

@@ -7,8 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from pipeline.datasets import SPLITS, SplitConfig, build_dataset, dataset_dir
-from pipeline.store import Store
+from pipeline.datasets.datasets import SPLITS, SplitConfig, build_dataset, dataset_dir
+from pipeline.store.store import Store
 from tests.stores import add_pgn, first_games
 from tests.training.conftest import QUIET
 from training.autoencoder import PretrainConfig, StackedEncoder, encoded_inputs, pretrain_stack, reconstruction_loss
@@ -211,7 +211,7 @@ def test_quick_run_beats_the_material_baseline_on_held_back_pairs_of_equal_mater
 
 
 def test_material_is_whites_minus_blacks_in_pawns():
-    from pipeline.search import board_arrays
+    from pipeline.play.search import board_arrays
     from training.encoders import Batch
 
     boards = [
@@ -265,7 +265,7 @@ def test_buckets_pair_white_won_and_black_won_positions_of_the_named_classes(dc_
 
 
 def test_solution_ranking_counts_positions_ranked_in_the_suites_order(shared_data):
-    from pipeline.suites import read_epd
+    from pipeline.play.suites import read_epd
 
     positions = read_epd(shared_data / "epd" / "STS1-STS15_LAN_v3.epd").positions[:12]
 

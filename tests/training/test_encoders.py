@@ -4,7 +4,7 @@ import chess
 import numpy as np
 import torch
 
-from pipeline.encoding import PLANE_ORDER
+from pipeline.ingest.encoding import PLANE_ORDER
 from training.encoders import Batch, get_encoder, unpack
 
 CASTLE_BITS = ((chess.BB_H1, 1), (chess.BB_A1, 2), (chess.BB_H8, 4), (chess.BB_A8, 8))
@@ -116,7 +116,7 @@ def test_feature_planes_agree_with_python_chess_on_real_positions(fics_2022):
 
     import chess.pgn
 
-    from pipeline.archive import open_archive
+    from pipeline.ingest.archive import open_archive
 
     boards = []
     with open_archive(fics_2022) as raw, io.TextIOWrapper(raw, encoding="utf-8") as f:

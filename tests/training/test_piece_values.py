@@ -9,10 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from pipeline.datasets import SplitConfig, build_dataset, dataset_dir
-from pipeline.engine import EnginePool, Limit
-from pipeline.labels import LabelRun, label_store
-from pipeline.store import Store
+from pipeline.datasets.datasets import SplitConfig, build_dataset, dataset_dir
+from pipeline.labels.engine import EnginePool, Limit
+from pipeline.labels.labels import LabelRun, label_store
+from pipeline.store.store import Store
 from tests.stores import add_pgn, first_games
 from training.autoencoder import PretrainConfig
 from training.data import LoaderConfig, ParquetBatches
@@ -276,7 +276,7 @@ def test_values_by_phase_share_one_unit_and_the_labels_linear_fit_is_beside_them
     overall values (with a phase's own pawn as the unit they do not, and a phase where the pawn
     is barely pinned down, most openings, blew up: an opening queen of 82 pawns); and the linear
     fit of train's labels on the piece-count differences, counted here with python-chess."""
-    from pipeline.encoding import fen_from_row
+    from pipeline.ingest.encoding import fen_from_row
 
     folder = dataset_dir(trained[0], "piece_values")
     for t, overall in report.relative.items():

@@ -21,9 +21,9 @@ def _run_config(**given):
 def _train_flags(tmp_path, *flags):
     """The TrainConfig `chess-pipeline train` gives the model for these flags (the parsed command
     line through cmd_train's own helpers), or SystemExit; no store is made."""
-    from assets.cli.app import build_parser
-    from assets.cli.train import OVERRIDE_FLAGS, overrides_from_args
     from assets.training import TrainRunConfig, train_config
+    from cli.app import build_parser
+    from cli.train import OVERRIDE_FLAGS, overrides_from_args
 
     args = build_parser().parse_args(["--home", str(tmp_path / "store"), "train", MODEL, *flags])
     overrides = overrides_from_args(args, "train", OVERRIDE_FLAGS)
@@ -65,8 +65,8 @@ def test_a_value_with_no_meaning_is_refused_in_one_line_by_the_run_config_and_tr
 def test_reproduce_caps_read_each_value_as_train_does():
     """reproduce takes the same values as caps: left out and 0 rows (no bound) both leave the
     profile's 200,000 rows, a number below it caps it; -1 (once 'the profile's') is refused."""
-    from assets.cli.reproduce import ReproduceConfig, train_run
     from assets.training import train_config
+    from cli.reproduce import ReproduceConfig, train_run
     from training.config import ScheduleOverrides
 
     def rows(caps):
@@ -80,8 +80,8 @@ def test_reproduce_caps_read_each_value_as_train_does():
 
 
 def test_the_override_flags_and_run_config_fields_are_described_by_the_one_dataclass():
-    from assets.cli.app import build_parser
     from assets.training import TrainRunConfig
+    from cli.app import build_parser
     from pipeline.settings import field_docs
     from training.config import ScheduleOverrides
 

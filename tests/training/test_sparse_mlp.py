@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.search import board_arrays
+from pipeline.play.search import board_arrays
 from training.encoders import Batch, get_encoder
 from training.evaluator import SparseMLP
 from training.models import PRESETS, build_model

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.search import AlphaBeta, MaterialEvaluator, board_arrays
-from pipeline.store import Store
+from pipeline.play.search import AlphaBeta, MaterialEvaluator, board_arrays
+from pipeline.store.store import Store
 from training.encoders import ENCODERS, Batch
 from training.td import play
 from training.td.checkpoints import load_checkpoint
@@ -246,7 +246,7 @@ def test_a_line_resumes_from_its_checkpoint(tmp_path):
 def test_selfplay_games_land_in_games_through_ingest(tmp_path):
     import dagster as dg
 
-    from pipeline import duck
+    from pipeline.store import duck
     from tests.stores import materialize_archive
 
     store = Store(tmp_path / "store").ensure()

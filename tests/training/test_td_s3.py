@@ -8,8 +8,8 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from pipeline import duck, storage
-from pipeline.store import Store
+from pipeline.store import duck, storage
+from pipeline.store.store import Store
 from tests.pipeline.test_storage_s3 import bucket, endpoint, keys  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow  # an S3 server of its own

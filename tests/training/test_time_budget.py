@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from pipeline.datasets import dataset_dir
-from pipeline.store import Store
+from pipeline.datasets.datasets import dataset_dir
+from pipeline.store.store import Store
 from tests.training.conftest import QUIET
 from tests.training.synthetic import white_material, write_dataset
 from training.encoders import get_encoder
@@ -138,7 +138,7 @@ def test_one_pass_over_test_gives_the_figures_of_an_independent_computation(stor
     y = np.array([row["target"] for row in test], dtype=int)
     games = np.array([row["game_id"] for row in test])
     # Material from python-chess boards rebuilt from each row (White's view: these rows are not mirrored).
-    from pipeline.encoding import board_from_row
+    from pipeline.ingest.encoding import board_from_row
 
     boards = [board_from_row(r_["planes"], r_["side_to_move"], r_["castling"], None, 0, 1) for r_ in test]
     material = np.array([white_material(b) for b in boards])

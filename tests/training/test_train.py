@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from pipeline.datasets import SplitConfig, build_dataset, dataset_dir
+from pipeline.datasets.datasets import SplitConfig, build_dataset, dataset_dir
 from tests.stores import first_games, labelled_store
 from training.checkpoints import evaluate
 from training.data import LoaderConfig, ParquetBatches
@@ -148,7 +148,7 @@ def test_cuda_training_path(store, tmp_path):
 
 def _test_boards(store, dataset: str, n: int = 64) -> tuple[list[dict], list]:
     """The first n rows of the dataset's test split, and each as a python-chess board."""
-    from pipeline.encoding import board_from_row
+    from pipeline.ingest.encoding import board_from_row
 
     rows = pq.read_table(dataset_dir(store, dataset) / "test.parquet").slice(0, n).to_pylist()
     fields = ("planes", "side_to_move", "castling", "ep_square", "halfmove_clock", "fullmove_number")

@@ -10,10 +10,10 @@ import dagster as dg
 import pytest
 import torch
 
-from pipeline import storage
-from pipeline.duck import memory_connection
-from pipeline.store import Store
-from pipeline.store_files import atomic_path
+from pipeline.store import storage
+from pipeline.store.duck import memory_connection
+from pipeline.store.store import Store
+from pipeline.store.store_files import atomic_path
 from tests.pipeline.test_storage_s3 import bucket, endpoint, keys  # noqa: F401  (fixtures)
 from tests.pipeline.test_suites import STS_LINES
 from tests.stores import first_games
@@ -31,7 +31,7 @@ def _train_and_evaluate(st: Store, pgn) -> dict:
     from assets.evaluation import evaluation_assets
     from assets.resources import StockfishResource, StoreResource
     from assets.training import model_assets
-    from pipeline.ingest import IngestConfig, ingest_archive
+    from pipeline.ingest.ingest import IngestConfig, ingest_archive
 
     key = st.add_archive(pgn)
     ingest_archive(st, key, pgn, IngestConfig(workers=1))
@@ -123,7 +123,7 @@ def test_a_model_trained_and_evaluated_on_s3_equals_the_local_one(bucket, fics_2
     assert f"stores/main/reports/evaluation/{MODEL}/sts_mini_themes.png" in names
 
     # Two read-only DuckDB sessions of the S3 store at once in this process (the explorer's case).
-    from pipeline.duck import read_only_connection
+    from pipeline.store.duck import read_only_connection
 
     with read_only_connection(s3) as one, read_only_connection(s3) as two:
         assert one.sql("SELECT count(*) FROM games").fetchall() == two.sql("SELECT count(*) FROM games").fetchall()

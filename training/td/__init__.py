@@ -1,7 +1,7 @@
 """Learning by self-play (Hui 2018): TD(lambda) and TD-Leaf(lambda) over the antisymmetric bitboard.
 
 An evaluation V(s) in (-1, 1), White's point of view, learns from the games it plays against
-itself with the negamax alpha-beta search of pipeline/search.py (transposition table, the
+itself with the negamax alpha-beta search of pipeline/play/search.py (transposition table, the
 frontier scored in one batch, as the matches play). After each game the weights move by
 temporal differences (Sutton's TD(lambda); Baxter, Tridgell and Weaver's TD-Leaf(lambda)):
 

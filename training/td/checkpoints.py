@@ -7,7 +7,7 @@ import dataclasses
 
 import numpy as np
 
-from pipeline.storage_paths import StorePath
+from pipeline.store.storage_paths import StorePath
 from training.td.config import TDConfig
 
 CHECKPOINT_VERSION = 1
@@ -21,7 +21,7 @@ def save_checkpoint(
     (atomic: a killed write leaves the previous checkpoint)."""
     import torch
 
-    from pipeline.store_files import atomic_path
+    from pipeline.store.store_files import atomic_path
 
     with atomic_path(path) as tmp:  # on S3: a local spool file, uploaded whole
         torch.save(

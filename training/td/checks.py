@@ -14,8 +14,8 @@ import chess
 import chess.pgn
 import numpy as np
 
-from pipeline.matches import GameResult, MatchResult, play_game
-from pipeline.search import AlphaBeta, MaterialEvaluator, RandomPlayer, SearchPlayer
+from pipeline.play.matches import GameResult, MatchResult, play_game
+from pipeline.play.search import AlphaBeta, MaterialEvaluator, RandomPlayer, SearchPlayer
 from training.td.config import TDConfig
 from training.td.models import initial_params, make_model
 from training.td.play import (
@@ -89,7 +89,7 @@ def vs_traditional(
 ) -> MatchResult:
     """The learned evaluation against the traditional one at equal depth (cfg.depth), from
     Sabatelli's openings, each with both colours (as the evaluation matches play)."""
-    from pipeline.openings import sabatelli_openings
+    from pipeline.play.openings import sabatelli_openings
 
     name = name or player_name(cfg)
     ops = sabatelli_openings()[:openings]

@@ -11,7 +11,7 @@ import chess
 import chess.pgn
 import numpy as np
 
-from pipeline.search import board_arrays
+from pipeline.play.search import board_arrays
 from training.td.config import TDConfig
 
 FEATURES = 384

@@ -19,10 +19,10 @@ import chess
 import chess.pgn
 import numpy as np
 
-from pipeline.matches import GameResult, game_end, play_game, wilson_interval
 from pipeline.parallel import task_seed, usable_cores, watch_parent
-from pipeline.search import AlphaBeta, MaterialEvaluator, RandomPlayer, SearchPlayer
-from pipeline.storage_paths import StorePath
+from pipeline.play.matches import GameResult, game_end, play_game, wilson_interval
+from pipeline.play.search import AlphaBeta, MaterialEvaluator, RandomPlayer, SearchPlayer
+from pipeline.store.storage_paths import StorePath
 from training.td.checkpoints import load_checkpoint, save_checkpoint
 from training.td.config import TDConfig
 from training.td.models import FEATURES, TDEvaluator, antisymmetric_features, initial_params, make_model
@@ -305,7 +305,7 @@ def resumable(checkpoint: StorePath | str | None, cfg: TDConfig) -> bool:
     """Whether a checkpoint continues the line `cfg` describes (same name and learning settings)."""
     if checkpoint is None:
         return False
-    from pipeline import storage
+    from pipeline.store import storage
     from training.checkpoints import store_location
 
     if not storage.exists(store_location(checkpoint)):
@@ -340,7 +340,7 @@ def play_line(
     """cfg.generations generations of the line cfg.name, after the checkpoint resume_from when
     it continues this line (else from the untrained weights): each generation's games as an
     archive in the store (Store.add_archive: ingest sees it) and its weights as a checkpoint."""
-    from pipeline import storage
+    from pipeline.store import storage
 
     params, history, first = initial_params(cfg), [], 1
     if resumable(resume_from, cfg):

@@ -10,7 +10,7 @@ import numpy as np
 from training.td.config import ClockEnd, Learner
 
 CLOCK_TERMINATIONS = frozenset({"fifty-move rule (claimed)", "seventy-five-move rule"})
-"""The terminations (pipeline.matches.game_end, _selfplay_end) that a move counter decides."""
+"""The terminations (pipeline.play.matches.game_end, _selfplay_end) that a move counter decides."""
 
 
 def td_coefficients(values: np.ndarray, final: float | None, lam: float) -> tuple[np.ndarray, np.ndarray]:

@@ -1,5 +1,0 @@
-"""`python -m assets.cli ...`: the same as `chess-pipeline ...`."""
-
-from assets.cli.app import main
-
-main()
