@@ -53,6 +53,11 @@ class ModelSpec:
     mirror_files: bool = False
     """Augmentation: each training row where neither side may castle is mirrored a <-> h with
     probability 1/2, afresh every epoch (training.encoders.mirror_files; the value is unchanged)."""
+    count_logits: bool = False
+    """mlp only: a linear map of the 12 piece counts (summed from the input's first 768 bits,
+    `bitmap768` or `bitmap768_counts`) added to the logits (issue 19's residual on material)."""
+    class_weight: bool = False
+    """A class target's loss weighs each class by its inverse frequency in train (n / (classes * count))."""
 
     def __post_init__(self):
         check_choice("model kind", self.kind, get_args(ModelKind))
@@ -185,9 +190,15 @@ class MLP(nn.Module):
     def __init__(self, n_in: int, n_out: int, spec: ModelSpec):
         super().__init__()
         self.net = nn.Sequential(nn.Flatten(), *_head(n_in, n_out, spec))
+        if spec.count_logits and n_in < 768:
+            raise ValueError(f"count_logits reads the piece counts from 768 piece bits: an input of {n_in} has none")
+        self.counts = nn.Linear(12, n_out) if spec.count_logits else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
+        out = self.net(x)
+        if self.counts is None:
+            return out
+        return out + self.counts(x.flatten(1)[:, :768].reshape(-1, 12, 64).sum(2))
 
 
 class CNN(nn.Module):

@@ -248,10 +248,14 @@ def _games(path: Path, rows: int, target: str) -> np.ndarray | None:
     return pq.read_table(path, columns=["game_id"]).column(0).to_numpy()[:rows]
 
 
-def train(cfg: TrainConfig, log=print) -> TrainResult:
+def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> TrainResult:
+    """Train cfg's model on cfg's dataset. `preset`: a ModelSpec in place of cfg.model's named
+    one (the hook of a study's variant, scripts/material_study.py: one that no preset is); the
+    checkpoint's config records it, so a run resumes only a checkpoint of the same spec."""
     cfg.check()  # again: a field may have been set after the config was made
     spec = DATASETS[cfg.dataset]
-    preset = PRESETS[cfg.model]
+    custom = preset is not None
+    preset = preset if custom else PRESETS[cfg.model]
     if cfg.hidden:
         preset = dataclasses.replace(preset, hidden=tuple(cfg.hidden))
     lr = cfg.lr or preset.lr
@@ -289,6 +293,8 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
     ckpt_path = out_dir / "checkpoint.pt"
     config = asdict(cfg)
     config["hidden"] = list(cfg.hidden)
+    if custom:
+        config["preset"] = asdict(preset)
     history: list[dict] = []
     pretrained: list[dict] = []
     start_epoch, best_loss, best_state, bad = 0, float("inf"), None, 0
@@ -314,7 +320,11 @@ def train(cfg: TrainConfig, log=print) -> TrainResult:
                 start_epoch, stopped_by = cfg.epochs, EARLY_STOPPING
         else:
             log(f"{ckpt_path} holds another configuration: starting afresh")
-    loss_fn = nn.CrossEntropyLoss() if classes else nn.MSELoss()
+    weight = None
+    if classes and preset.class_weight:  # each class by its inverse frequency in train
+        counts = np.bincount(targets_and_material(train_b.epoch(0), False)[0].astype(np.int64), minlength=classes)
+        weight = torch.tensor(counts.sum() / (classes * counts), dtype=torch.float32, device=device)
+    loss_fn = nn.CrossEntropyLoss(weight=weight) if classes else nn.MSELoss()
     cp_unit = CP_PER_UNIT.get(cfg.dataset, 1.0) if cfg.target == "target" else 0.0  # 0: not centipawns
     t0 = time.monotonic()
     pretrain_epochs = cfg.epochs if cfg.pretrain_epochs < 0 else cfg.pretrain_epochs
