@@ -45,8 +45,8 @@ INPUTS = {"bits": "bitmap768", "counts": "piece_counts", "bits+counts": "bitmap7
 """--inputs -> the encoder the training loop reads (training.encoders)."""
 
 
-def score(model: nn.Module, encoder, path: str) -> dict:
-    """A model scored on a file of 3-class rows: its accuracy, the majority class (draw) and the
+def score(model: nn.Module, encoder, path: str, majority: int = 1) -> dict:
+    """A model scored on a file of 3-class rows: its accuracy, the majority class (train's; draw) and the
     material rule on the same rows, its leads over both with their 95% intervals clustered by
     game (training.train.baseline_leads), and the material lead's interval taking rows as
     independent (`material_lead_ci95_by_row`)."""
@@ -61,9 +61,9 @@ def score(model: nn.Module, encoder, path: str) -> dict:
         "rows": rows.rows,
         "games": int(len(np.unique(games))),
         "accuracy": out["accuracy"],
-        "majority": float((y == 1).mean()),
+        "majority": float((y == majority).mean()),
         "material": float(by_material.mean()),
-        **baseline_leads(scored, DATASET, 1, games),
+        **baseline_leads(scored, DATASET, majority, games),
         "material_lead_ci95_by_row": paired_lead(right, by_material)[1],
     }
 
@@ -110,9 +110,10 @@ def run(a: argparse.Namespace, out_dir: str) -> dict:
     best = min(r.history, key=lambda h: h["val_loss"])["epoch"]
     history = [[h["epoch"], round(h["val_loss"], 4), round(h["val_accuracy"], 4)] for h in r.history]
     out = {"args": vars(a), "train_rows": r.rows["train"], "best_epoch": best, "history": history}
-    out["test"] = score(model, encoder, str(data / "test.parquet"))
+    majority = int(r.test["majority_class"])  # train's
+    out["test"] = score(model, encoder, str(data / "test.parquet"), majority)
     if a.external:
-        out["external"] = score(model, encoder, a.external)
+        out["external"] = score(model, encoder, a.external, majority)
     out["seconds"] = round(time.monotonic() - t0, 1)
     return out
 
