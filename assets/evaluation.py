@@ -106,6 +106,27 @@ MatchesConfig = config_from(
 )
 
 
+def kaufman_scale_rows(suite: str, positions, pool, deep_depth: int, meta: dict) -> list:
+    """Stockfish's own Kaufman delta (the player at KAUFMAN_SCALE_DEPTHS, scored at `deep_depth`),
+    the scale beside the network's: evaluation_results rows avg_delta_pawns_stockfish_depthN
+    (with _low95 / _high95) and a `<suite>_scale` table in `meta`."""
+    from pipeline.labels.engine import Limit
+    from pipeline.play.suites import kaufman_rows, kaufman_scale, kaufman_summary
+
+    rows, lines = [], ["| player | mean delta | 95% interval | n |", "|---|---|---|---|"]
+    for depth, deltas in kaufman_scale(positions, pool, Limit("depth", deep_depth)).items():
+        rows += kaufman_rows(
+            suite,
+            f"avg_delta_pawns_stockfish_depth{depth}",
+            deltas,
+            f"scale: Stockfish depth {depth} as the player; Stockfish depth {deep_depth}",
+        )
+        m = kaufman_summary(deltas)
+        lines.append(f"| Stockfish depth {depth} | {m.mean:.2f} pawns | {m.low:.2f}-{m.high:.2f} | {m.n} |")
+    meta[f"{suite}_scale"] = dg.MetadataValue.md("\n".join(lines))
+    return rows
+
+
 def suites_asset(model: str) -> dg.AssetsDefinition:
     name = f"eval_suites_{model}"
 
@@ -121,6 +142,7 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
     ) -> dg.MaterializeResult:
         from pipeline.labels.engine import Limit
         from pipeline.play.evaluation import load_suites, problem_rows, run_suites
+        from pipeline.play.suites import kaufman_summary
         from pipeline.plots import kaufman_png, sts_themes_png
         from training.evaluator import load_evaluator
 
@@ -156,7 +178,10 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
         for suite, (report, suite_rows) in zip(suites, reports, strict=True):
             rows += suite_rows + problem_rows(suite)
             out = report_dir(st, model)
+            if report.kaufman:
+                rows += kaufman_scale_rows(report.name, suite.positions, stockfish.pool, config.kaufman_depth, meta)
             for depth, deltas in report.kaufman.items():
+                meta[f"{report.name}_avg_delta_depth{depth}"] = kaufman_summary(deltas).text()
                 png = kaufman_png(
                     deltas, f"{model}: Kaufman test, depth {depth} player, Stockfish depth {config.kaufman_depth}"
                 )

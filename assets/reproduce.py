@@ -252,7 +252,10 @@ def reproduction_report(
             meta = dict(suites.asset_materialization.metadata)
             table = meta.get("kaufman_positions_depth1")
             if table is not None:
-                kaufman[m] = table.value
+                scale = meta.get("kaufman_scale")
+                kaufman[m] = table.value + (
+                    "\n\nStockfish's own delta on the same positions, the scale:\n\n" + scale.value if scale else ""
+                )
             chart = report_dir(st, m) / "kaufman_depth1.png"
             if storage.exists(chart):
                 pictures.setdefault(m, []).append((f"{m}: Kaufman test per position", f"evaluation/{m}/{chart.name}"))

@@ -41,6 +41,7 @@ from pipeline.play.suites import (
     engine_evaluations,
     is_sts,
     kaufman_delta_cp,
+    kaufman_rows,
     read_epd,
     score_suite,
 )
@@ -261,7 +262,7 @@ def score_searched(
                     f"Stockfish {kaufman_limit}",
                 )
             )
-            rows.append((name, f"avg_delta_pawns_{d}", mean / 100, len(deltas), f"Stockfish {kaufman_limit}"))
+            rows += kaufman_rows(name, f"avg_delta_pawns_{d}", deltas, f"Stockfish {kaufman_limit}")
             found = sum(x.move == x.reference for x in deltas)
             rows.append((name, f"best_moves_found_{d}", found, len(deltas), KAUFMAN_ANCHOR))
     return report, rows

@@ -4,8 +4,11 @@ A suite is any .epd file. Positions with STS point lists (`c8` points with `c9` 
 `c0 "f5=10, Be5+=2, ..."`) are scored with those points; `c0` is the EPD standard's comment
 opcode, so a `c0` of any other shape is kept as the position's comment. Positions with `bm` or
 `am` count as solved when the move played is a best move / not an avoid move. Kaufman's test is
-scored Sabatelli's way as well: the engine evaluation after the suite's move minus the one after
-the move played (delta-cp).
+scored Sabatelli's way as well (his thesis's definition): per position, the distance between
+Stockfish's deep evaluation after the test's move and after the move played, from the mover's side,
+a forced mate written as a symbolic 20 pawns (delta-cp); the figure is its mean over the positions
+with n and a seeded 95% interval (kaufman_summary), beside Stockfish's own delta as the scale
+(kaufman_scale).
 
 Reading a suite never fails on one bad line: a line that is not a playable position (unreadable
 EPD, an illegal position, a bm/am or STS move illegal in it, no legal move) is a recorded
@@ -282,7 +285,8 @@ class DeltaCp:
     """Engine score after the reference move, cp for the side that moved (clipped)."""
     eval_move: int
     delta: int
-    """eval_reference - eval_move: 0 when the move is the reference or as good."""
+    """|eval_reference - eval_move|, Sabatelli's distance: 0 when the move is the reference (or
+    scores the same), never negative (a move scored above the test's is as far off)."""
 
 
 def reference_moves(positions: list[EpdPosition], engine_best: dict[int, chess.Move]) -> list[chess.Move]:
@@ -305,12 +309,21 @@ def engine_evaluations(
     return out
 
 
+KAUFMAN_MATE_PAWNS = 20
+"""Sabatelli writes a forced mate as a symbolic 20 pawns; every score is bounded to +/- this."""
+
+
 def kaufman_delta_cp(
-    positions: list[EpdPosition], moves: list[chess.Move], pool: EnginePool, limit: Limit, clip: int = 2000
+    positions: list[EpdPosition],
+    moves: list[chess.Move],
+    pool: EnginePool,
+    limit: Limit,
+    clip: int = KAUFMAN_MATE_PAWNS * 100,
 ) -> list[DeltaCp]:
-    """Sabatelli's delta-cp per position: the engine's score (at `limit`) after the suite's move
-    minus its score after the move played, both from the mover's side. Positions with only an
-    avoid move take the engine's best move (same limit) as the reference."""
+    """Sabatelli's delta-cp per position: the distance between the engine's score (at `limit`)
+    after the suite's move and its score after the move played, both from the mover's side
+    (|after suite's - after played|). Positions with only an avoid move take the engine's best
+    move (same limit) as the reference."""
     no_bm = [p for p in positions if not p.best_moves]
     best = {}
     if no_bm:
@@ -329,7 +342,62 @@ def kaufman_delta_cp(
         white = p.board.turn == chess.WHITE
         e_ref = _after_score(evals[(p.index, ref)], after[(p.index, ref)], white, clip)
         e_move = _after_score(evals[(p.index, move)], after[(p.index, move)], white, clip)
-        out.append(DeltaCp(p.id, p.board.san(move), p.board.san(ref), e_ref, e_move, e_ref - e_move))
+        out.append(DeltaCp(p.id, p.board.san(move), p.board.san(ref), e_ref, e_move, abs(e_ref - e_move)))
+    return out
+
+
+@dataclass(frozen=True)
+class MeanInterval:
+    """A mean over positions with its 95% interval (seeded bootstrap) and n."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    def text(self, unit: str = "pawns") -> str:
+        return f"{self.mean:.2f} {unit} (95% interval {self.low:.2f}-{self.high:.2f}, n {self.n})"
+
+
+def kaufman_summary(deltas: list[DeltaCp], resamples: int = 10_000, seed: int = 0) -> MeanInterval:
+    """The mean delta in pawns, with a percentile bootstrap 95% interval over the positions
+    (`resamples` draws, seeded: the same deltas give the same interval)."""
+    import numpy as np
+
+    x = np.array([d.delta for d in deltas], dtype=np.float64) / 100
+    if len(x) == 0:
+        raise ValueError("no Kaufman deltas to summarise")
+    means = x[np.random.default_rng(seed).integers(0, len(x), (resamples, len(x)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return MeanInterval(float(x.mean()), float(min(low, x.mean())), float(max(high, x.mean())), len(x))
+
+
+def kaufman_rows(suite: str, metric: str, deltas: list[DeltaCp], detail: str) -> list[tuple[str, str, float, int, str]]:
+    """evaluation_results rows of a Kaufman mean in pawns: `metric` (the mean, its interval and n
+    in the detail) and `metric`_low95 / _high95 (the interval's ends), n the positions."""
+    m = kaufman_summary(deltas)
+    return [
+        (suite, metric, m.mean, m.n, f"{m.text()}; {detail}"),
+        (suite, f"{metric}_low95", m.low, m.n, "95% interval, seeded bootstrap over the positions"),
+        (suite, f"{metric}_high95", m.high, m.n, "95% interval, seeded bootstrap over the positions"),
+    ]
+
+
+KAUFMAN_SCALE_DEPTHS = (1, 4, 8)
+"""Stockfish's own search depths as the player, the scale beside a network's Kaufman delta."""
+
+
+def kaufman_scale(
+    positions: list[EpdPosition], pool: EnginePool, limit: Limit, depths: tuple[int, ...] = KAUFMAN_SCALE_DEPTHS
+) -> dict[int, list[DeltaCp]]:
+    """Stockfish as the player, by depth (its best move at that depth, hash cleared per position
+    as the pool does), each scored by kaufman_delta_cp at `limit`: the delta a real engine gets
+    on the same positions, the scale the networks' figure is read on."""
+    out = {}
+    for depth in depths:
+        found = engine_evaluations(pool, Limit("depth", depth), ((p.index, p.board) for p in positions))
+        moves = [chess.Move.from_uci(found[p.index].best_move) for p in positions]
+        out[depth] = kaufman_delta_cp(positions, moves, pool, limit)
     return out
 
 

@@ -139,7 +139,7 @@ MODEL_FIGURES: dict[str, Figure] = {
 KAUFMAN_MLP_PAWNS = 1.56
 KAUFMAN_CNN_PAWNS = 1.55
 KAUFMAN_BEST_MOVES = (2, 25)
-KAUFMAN_PROTOCOL = "1-ply player; Stockfish's score after the suite's move minus after the network's"
+KAUFMAN_PROTOCOL = "1-ply player; distance between Stockfish's score after the suite's move and after the network's"
 HUI_RANDOM_PEAK = 0.84
 HUI_RANDOM_RANGE = (0.73, 0.798)
 """Hui's share of 100-game batches won against the random mover within 80 plies: from, to."""

@@ -25,6 +25,8 @@ class Ours:
     value: float
     n: int | None
     """Positions, pairs, games or suite positions the value was measured on (None: not recorded)."""
+    interval: tuple[float, float] | None = None
+    """Its 95% interval where the store holds one (<metric>_low95 / _high95 rows: Kaufman's delta)."""
 
 
 @dataclass(frozen=True)
@@ -85,14 +87,22 @@ def ours_from_store(con, figures: Iterable[Figure], models: Iterable[str]) -> di
             else:
                 hit = evals.get((model, f.where, f.metric))
                 if hit is not None:
-                    out[(model, f.table, f.where, f.metric)] = Ours(hit[0], None if hit[1] is None else int(hit[1]))
+                    low, high = (evals.get((model, f.where, f"{f.metric}_{end}95")) for end in ("low", "high"))
+                    out[(model, f.table, f.where, f.metric)] = Ours(
+                        hit[0],
+                        None if hit[1] is None else int(hit[1]),
+                        (low[0], high[0]) if low and high else None,
+                    )
     return out
 
 
 def _cell(ours: Ours | None, f: Figure) -> tuple[str, str]:
     if ours is None:
         return "not measured", "-"
-    return fmt(ours.value, f.unit), "-" if ours.n is None else f"{ours.n:,}"
+    value = fmt(ours.value, f.unit)
+    if ours.interval is not None:
+        value += f" (95% interval {fmt(ours.interval[0], f.unit)}-{fmt(ours.interval[1], f.unit)})"
+    return value, "-" if ours.n is None else f"{ours.n:,}"
 
 
 def figures_table(inputs: ReportInputs) -> str:
@@ -177,5 +187,6 @@ def render(inputs: ReportInputs) -> str:
     for model, pics in inputs.pictures.items():
         out += ["", f"### {model}", ""] + [f"![{caption}]({path})" for caption, path in pics]
         if model in inputs.kaufman_tables:
-            out += ["", "Kaufman test, per position (1-ply player):", "", inputs.kaufman_tables[model]]
+            out += ["", "Kaufman test, per position (1-ply player; delta = |after suite's - after played|):", ""]
+            out += [inputs.kaufman_tables[model]]
     return "\n".join(out) + "\n"
