@@ -11,6 +11,7 @@ results (dataclasses), which `demo` calls directly:
 
 - ingest.py    `ingest PATH...`  -> ingest_archives() -> IngestResult
 - label.py     `label`           -> label() -> LabelResult
+- labels.py    `labels export`, `labels import` -> pipeline.labels.exchange (no Dagster run)
 - datasets.py  `datasets`        -> build_datasets() -> DatasetsResult
 - train.py     `train`           -> train() -> TrainResult
 - evaluate.py  `evaluate`        -> evaluate() -> EvaluationResult

@@ -15,6 +15,7 @@ from cli import (
     explore,
     ingest,
     label,
+    labels,
     piece_values,
     query,
     reproduce,
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_parser(sub)
     demo.add_parser(sub)
     label.add_parser(sub)
+    labels.add_parser(sub)
     datasets.add_parser(sub)
     train.add_parser(sub)
     evaluate.add_parser(sub)
@@ -67,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     piece_values.add_parser(sub)
     reproduce.add_parser(sub)
     for command in {id(c): c for c in sub.choices.values()}.values():  # an alias is the same parser
-        add_home(command, default=argparse.SUPPRESS)
+        for parser in (command, *getattr(command, "subcommands", ())):  # and `labels export`'s
+            add_home(parser, default=argparse.SUPPRESS)
     return p
 
 
