@@ -110,7 +110,7 @@ def kaufman_scale_rows(suite: str, positions, pool, deep_depth: int, meta: dict)
     """Stockfish's own Kaufman delta (the player at KAUFMAN_SCALE_DEPTHS, scored at `deep_depth`),
     the scale beside the network's: evaluation_results rows avg_delta_pawns_stockfish_depthN
     (with _low95 / _high95) and a `<suite>_scale` table in `meta`."""
-    from pipeline.labels.engine import Limit
+    from pipeline.labels.uci import Limit
     from pipeline.play.suites import kaufman_rows, kaufman_scale, kaufman_summary
 
     rows, lines = [], ["| player | mean delta | 95% interval | n |", "|---|---|---|---|"]
@@ -140,7 +140,7 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
     def _suites(
         context: dg.AssetExecutionContext, config: SuitesConfig, store: StoreResource, stockfish: StockfishResource
     ) -> dg.MaterializeResult:
-        from pipeline.labels.engine import Limit
+        from pipeline.labels.uci import Limit
         from pipeline.play.evaluation import load_suites, problem_rows, run_suites
         from pipeline.play.suites import kaufman_summary
         from pipeline.plots import kaufman_png, sts_themes_png

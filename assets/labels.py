@@ -20,19 +20,11 @@ from assets.partitions import (
 from assets.profile import ENGINE_OP_TAGS, Profile
 from assets.progress import run_progress
 from assets.resources import StockfishResource, StoreResource
-from pipeline.labels.engine import CP_BOUND, MATE_BOUND, Limit
-from pipeline.labels.labels import (
-    ORDERS,
-    LabelProgress,
-    LabelRun,
-    Order,
-    Setting,
-    coverage,
-    integrity,
-    label_store,
-    retries_text,
-    search_timeout,
-)
+from pipeline.labels.calibration import search_timeout
+from pipeline.labels.labels import LabelProgress, label_store, retries_text
+from pipeline.labels.setting import ORDERS, LabelRun, Order, Setting
+from pipeline.labels.shards import coverage, integrity
+from pipeline.labels.uci import CP_BOUND, MATE_BOUND, Limit
 from pipeline.plots import histogram_png
 
 GROUP = "labels"
@@ -52,8 +44,8 @@ class LabelsConfig(
         names=["max_positions", "relabel", "order", "retry_failed", "archives", "shard_lease_ttl_s"],
     )
 ):
-    """A labels run: pipeline.labels.engine.Limit's fields (`kind` as `limit`), then
-    pipeline.labels.labels.LabelRun's (the labels_automation sensor sets `archives` to the archives
+    """A labels run: pipeline.labels.uci.Limit's fields (`kind` as `limit`), then
+    pipeline.labels.setting.LabelRun's (the labels_automation sensor sets `archives` to the archives
     just ingested), and the time bound in minutes."""
 
     max_minutes: float = 0.0

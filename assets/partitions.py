@@ -1,7 +1,7 @@
 """Partitions of the asset graph, and how a launcher splits a partition range into runs.
 
 - archives: one dynamic partition per archive file (keys from pipeline.store.store_archives.partition_key).
-- shards: one static partition per position-key shard of the labels (pipeline.labels.labels.SHARDS,
+- shards: one static partition per position-key shard of the labels (pipeline.labels.setting.SHARDS,
   "00".."15"); a labels partition is one step that labels one shard. Why 16: a partition is one
   shard lock and one pending-positions query, so an embedded run over all partitions makes one
   query per partition (3.6 s for 16, 9.6 s for 64 on a 169k-position store here), and a step
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from pipeline.labels.labels import SHARDS
+from pipeline.labels.setting import SHARDS
 
 # One partition per archive file; keys come from pipeline.store.store_archives.partition_key.
 archives_partitions = dg.DynamicPartitionsDefinition(name="archives")

@@ -6,8 +6,8 @@ import dagster as dg
 from pydantic import PrivateAttr
 
 from assets.config import DescribedResource, config_from
-from pipeline.labels.engine import EnginePool, EngineSettings
-from pipeline.labels.labels import CALIBRATION_TIMEOUT_S
+from pipeline.labels.calibration import CALIBRATION_TIMEOUT_S
+from pipeline.labels.pool import EnginePool, EngineSettings
 from pipeline.store.store import Store, store_root
 
 
@@ -27,7 +27,7 @@ class StoreResource(DescribedResource):
 class StockfishResource(config_from(EngineSettings, name="StockfishSettings", base=DescribedResource)):
     """Stockfish engines for labelling: a pool of processes spoken to over raw UCI.
 
-    Its fields are pipeline.labels.engine.EngineSettings' (the pool's parameters). Empty `path` means
+    Its fields are pipeline.labels.pool.EngineSettings' (the pool's parameters). Empty `path` means
     STOCKFISH_PATH, then `stockfish` on PATH, then /usr/games/stockfish.
     """
 

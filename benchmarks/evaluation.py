@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.search import positions  # noqa: E402
-from pipeline.labels.engine import find_stockfish  # noqa: E402
+from pipeline.labels.uci import find_stockfish  # noqa: E402
 from pipeline.parallel import resolve_workers  # noqa: E402
 from pipeline.play.evaluation import MatchConfig, MatchSetup, choose_moves, run_matches  # noqa: E402
 from pipeline.play.openings import sabatelli_openings  # noqa: E402

@@ -45,8 +45,11 @@ import chess.engine  # noqa: E402
 
 from pipeline.ingest.encoding import fen_from_row  # noqa: E402
 from pipeline.ingest.ingest import IngestConfig, ingest_archive  # noqa: E402
-from pipeline.labels.engine import EnginePool, Evaluation, Job, Limit, find_stockfish  # noqa: E402
-from pipeline.labels.labels import LabelRun, Setting, _pending_params, coverage, label_store  # noqa: E402
+from pipeline.labels.labels import label_store  # noqa: E402
+from pipeline.labels.pool import EnginePool  # noqa: E402
+from pipeline.labels.setting import LabelRun, Setting  # noqa: E402
+from pipeline.labels.shards import coverage, pending_params  # noqa: E402
+from pipeline.labels.uci import Evaluation, Job, Limit, find_stockfish  # noqa: E402
 from pipeline.store.duck import load_sql, memory_connection  # noqa: E402
 from pipeline.store.store import Store  # noqa: E402
 
@@ -141,7 +144,7 @@ def main() -> None:
         )
 
         with memory_connection(store) as con:
-            params = _pending_params(setting, LabelRun(shards=(0,)), [0])
+            params = pending_params(setting, LabelRun(shards=(0,)), [0])
             rows = con.sql(load_sql("queries/pending_labels"), params=params).fetchall()[: args.positions]
         fens = [fen_from_row(r[1], r[2], r[3], r[4], 0, 1) for r in rows]
         n = len(fens)

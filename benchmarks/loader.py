@@ -34,8 +34,10 @@ import torch  # noqa: E402
 
 from pipeline.datasets.datasets import build_dataset, dataset_dir  # noqa: E402
 from pipeline.ingest.ingest import IngestConfig, ingest_archive  # noqa: E402
-from pipeline.labels.engine import EnginePool, Limit, find_stockfish  # noqa: E402
-from pipeline.labels.labels import LabelRun, label_store  # noqa: E402
+from pipeline.labels.labels import label_store  # noqa: E402
+from pipeline.labels.pool import EnginePool  # noqa: E402
+from pipeline.labels.setting import LabelRun  # noqa: E402
+from pipeline.labels.uci import Limit, find_stockfish  # noqa: E402
 from pipeline.store.store import Store  # noqa: E402
 from training.data import LoaderConfig, ParquetBatches  # noqa: E402
 from training.encoders import ENCODERS  # noqa: E402

@@ -31,8 +31,10 @@ DEFAULT_ARCHIVE = ROOT.parent / "shared" / "data" / "pgn" / "ficsgamesdb_202201_
 
 def run(store, archive: Path, pgn: Path, depth: int) -> dict[str, float]:
     from pipeline.ingest.ingest import IngestConfig, ingest_archive
-    from pipeline.labels.engine import EnginePool, Limit, find_stockfish
-    from pipeline.labels.labels import LabelRun, label_store
+    from pipeline.labels.labels import label_store
+    from pipeline.labels.pool import EnginePool
+    from pipeline.labels.setting import LabelRun
+    from pipeline.labels.uci import Limit, find_stockfish
     from pipeline.store.duck import query
 
     out = {}

@@ -101,7 +101,7 @@ def error_line(e: BaseException, args) -> str:
     """What went wrong, in one line, for an exception no command turned into a message."""
     import duckdb
 
-    from pipeline.labels.engine import EngineNotFound
+    from pipeline.labels.uci import EngineNotFound
 
     full = no_space_error(e, [Path(os.environ.get("DAGSTER_HOME") or "."), Path(str(args.home or default_root()))])
     if full is not None:

@@ -12,7 +12,7 @@ from assets.records import (
     Record,
     ScoresInRangeCheck,
 )
-from pipeline.labels.engine import CP_BOUND, MATE_BOUND
+from pipeline.labels.uci import CP_BOUND, MATE_BOUND
 
 
 def _coverage(m: CoverageCheck) -> str:

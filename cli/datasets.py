@@ -77,7 +77,7 @@ def check_request(names: list[str], label: dict[str, Any]) -> list[str]:
     built from the games alone, a searched one given labels other than static, or no Stockfish
     for a searched one."""
     from pipeline.datasets.datasets import DATASETS
-    from pipeline.labels.engine import EngineNotFound, find_stockfish
+    from pipeline.labels.uci import EngineNotFound, find_stockfish
 
     names = names or [n for n, spec in DATASETS.items() if not spec.search]
     unknown = [n for n in names if n not in DATASETS]

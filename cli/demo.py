@@ -19,7 +19,7 @@ from cli.runtime import materialize, open_instance, open_store, require_success
 from pipeline.datasets.datasets import SplitConfig
 from pipeline.ingest.ingest import IngestConfig
 from pipeline.ingest.sample_archive import SampleArchiveConfig, play_games
-from pipeline.labels.engine import find_stockfish
+from pipeline.labels.uci import find_stockfish
 from pipeline.store import duck
 from pipeline.store.store import Store
 

@@ -5,7 +5,7 @@ and the field's docstring as help). A flag the README and scripts know under ano
 (`label --limit` sets LabelRun.max_positions, `--timeout` EngineSettings.timeout_s) comes from
 `add_field_flag`: the same help, default and choices, from the same field, under its own name.
 Fields of a Dagster config class declared by hand (e.g. LabelsConfig.max_minutes) give their
-pydantic description and default the same way. The label setting (a pipeline.labels.engine.Limit) is
+pydantic description and default the same way. The label setting (a pipeline.labels.uci.Limit) is
 asked for by the same flags in every command: `add_limit_flags` and `limit_from_args`.
 """
 
@@ -13,7 +13,7 @@ import argparse
 import dataclasses
 from typing import Any
 
-from pipeline.labels.engine import LIMIT_KINDS, Limit
+from pipeline.labels.uci import LIMIT_KINDS, Limit
 from pipeline.settings import field_docs, field_type, literal_choices
 
 
@@ -64,7 +64,7 @@ def add_field_flag(parser, cls: type, name: str, *flags: str, **kwargs) -> argpa
 
 
 def add_limit_flags(parser, help_of, default: Limit | None = None) -> None:
-    """--depth N / --nodes N / --static: one pipeline.labels.engine.Limit, the label setting, in every
+    """--depth N / --nodes N / --static: one pipeline.labels.uci.Limit, the label setting, in every
     command that asks for one (`label` labels with it, `datasets` and `reproduce` read its labels).
     help_of(kind) is each flag's help (it may say "{default}": the default setting's value); a
     default Limit adds "(default ...)" to its own kind's flag. Read back by limit_from_args."""

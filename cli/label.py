@@ -11,8 +11,10 @@ from cli.checks import exit_on_check_errors, failed_checks
 from cli.flags import add_field_flag, add_limit_flags, limit_from_args
 from cli.progress import run_bar
 from cli.runtime import materializations, materialize, open_instance, open_store, require_success
-from pipeline.labels.engine import EngineSettings, Limit
-from pipeline.labels.labels import LabelRun, retries_text
+from pipeline.labels.labels import retries_text
+from pipeline.labels.pool import EngineSettings
+from pipeline.labels.setting import LabelRun
+from pipeline.labels.uci import Limit
 from pipeline.settings import add_arguments, from_namespace
 from pipeline.store import duck
 from pipeline.store.store import Store
@@ -142,7 +144,7 @@ def config_from_args(args: argparse.Namespace):
     from assets.resources import StockfishResource
 
     limit = limit_from_args(args, "label", Limit())
-    from pipeline.labels.labels import SHARD_LEASE_MIN_TTL_S, SHARD_LEASE_TTL_S
+    from pipeline.labels.setting import SHARD_LEASE_MIN_TTL_S, SHARD_LEASE_TTL_S
 
     if not args.shard_lease >= SHARD_LEASE_MIN_TTL_S:  # said as the flag, not as the run config's field
         raise SystemExit(

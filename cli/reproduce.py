@@ -30,7 +30,7 @@ import dagster as dg
 from cli.flags import add_field_flag, add_limit_flags, limit_from_args
 from cli.runtime import failure_message, materialize, open_instance, open_store
 from cli.train import add_override_flags, overrides_from_args
-from pipeline.labels.engine import Limit
+from pipeline.labels.uci import Limit
 from pipeline.settings import from_namespace
 from pipeline.store import duck
 from pipeline.store.store import Store

@@ -46,7 +46,7 @@ class Plan:
     partition keys, the file names; the labels asset's `archives`); empty: every archive's."""
     shard_lease_ttl_s: float | None = None
     """The labels runs' shard lease time on an S3 store (the labels asset's `shard_lease_ttl_s`);
-    None: the asset's default (pipeline.labels.labels.SHARD_LEASE_TTL_S)."""
+    None: the asset's default (pipeline.labels.setting.SHARD_LEASE_TTL_S)."""
 
 
 @dataclass(frozen=True)

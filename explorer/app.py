@@ -48,7 +48,7 @@ from explorer.position import (
     position_key,
     setup_board,
 )
-from pipeline.labels.engine import EngineNotFound
+from pipeline.labels.uci import EngineNotFound
 from pipeline.store import duck
 from pipeline.store.store import Store
 

@@ -22,7 +22,7 @@ import chess
 
 from explorer.position import InputError, NotFound
 from pipeline.ingest.encoding import MATERIAL_VALUES
-from pipeline.labels.engine import EngineNotFound, Evaluation, Job, Limit, find_stockfish
+from pipeline.labels.uci import EngineNotFound, Evaluation, Job, Limit, find_stockfish
 from pipeline.play.search import MaterialEvaluator
 from pipeline.store import storage
 from pipeline.store.storage_paths import ObjectPath, StorePath
@@ -372,7 +372,7 @@ class LiveSearches:
                 state.update(fields, finished=time.time())
 
     def _work(self) -> None:
-        from pipeline.labels.engine import EnginePool
+        from pipeline.labels.pool import EnginePool
 
         try:
             while not self._stop.is_set():

@@ -44,7 +44,7 @@ def fics_search(shared_data) -> Path:
 
 @pytest.fixture(scope="session")
 def stockfish() -> str:
-    from pipeline.labels.engine import EngineNotFound, find_stockfish
+    from pipeline.labels.uci import EngineNotFound, find_stockfish
 
     try:
         return find_stockfish()

@@ -3,8 +3,9 @@
 from pathlib import Path
 
 from pipeline.ingest.ingest import IngestConfig, ingest_archive
-from pipeline.labels.engine import EnginePool
-from pipeline.labels.labels import LabelRun, label_store
+from pipeline.labels.labels import label_store
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.setting import LabelRun
 from pipeline.store.store import Store
 
 
@@ -30,7 +31,7 @@ def depth1_dataset_store(folder: Path, source: Path, stockfish: str, games: int 
     """The first games of a real archive, every distinct position labelled at depth 1 (fast), and
     sabatelli_3class built from them (players over 1500; a fifth of the games each for val and test)."""
     from pipeline.datasets.datasets import SplitConfig, build_dataset
-    from pipeline.labels.engine import Limit
+    from pipeline.labels.uci import Limit
 
     store = Store(folder / "store").ensure()
     add_pgn(store, folder, "games.pgn", first_games(source, games, folder / "src.pgn"))

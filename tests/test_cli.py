@@ -765,7 +765,7 @@ def test_the_shard_lease_flag_reaches_the_labels_run_config():
     without it, LabelRun's default."""
     from cli.app import build_parser
     from cli.label import config_from_args
-    from pipeline.labels.labels import SHARD_LEASE_TTL_S
+    from pipeline.labels.setting import SHARD_LEASE_TTL_S
 
     parser = build_parser()
     config, _ = config_from_args(parser.parse_args(["label", "--shard-lease", "30"]))

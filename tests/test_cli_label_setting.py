@@ -1,4 +1,4 @@
-"""The label setting is one pipeline.labels.engine.Limit, from the flag to the file path: the same flags in
+"""The label setting is one pipeline.labels.uci.Limit, from the flag to the file path: the same flags in
 `label`, `datasets` and `reproduce`, its default declared once (issue 35). Parsing only: no engine,
 no store."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cli.app import build_parser
-from pipeline.labels.engine import Limit
+from pipeline.labels.uci import Limit
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,7 +100,7 @@ def test_the_flags_reach_the_one_label_run_and_its_folder(tmp_path):
     """`label` builds the run config; the asset's LabelsConfig.run is the one LabelRun, and its
     limit names the folder the labels go to."""
     from cli.label import config_from_args
-    from pipeline.labels.labels import Setting, labels_dir
+    from pipeline.labels.setting import Setting, labels_dir
     from pipeline.store.store import Store
 
     argv = ["label", "--nodes", "500", "--limit", "3", "--minutes", "2", "--order", "most_used", "--relabel"]

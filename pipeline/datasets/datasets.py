@@ -27,7 +27,8 @@ from typing import Literal, get_args
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.labels.engine import LIMIT_KINDS, EnginePool, Limit, LimitKind
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.uci import LIMIT_KINDS, Limit, LimitKind
 from pipeline.store import storage
 from pipeline.store.duck import glob_escape, load_sql, memory_connection
 from pipeline.store.store import Store

@@ -19,7 +19,7 @@ The drawing runs in as many processes as the run has engines (python-chess picks
 moves; numpy encodes and keys the children kept, as ingest does), and gives the same children
 in the same order for any number of them.
 
-Each child is labelled by Stockfish's `eval` through the run's engine pool (pipeline.labels.engine,
+Each child is labelled by Stockfish's `eval` through the run's engine pool (pipeline.labels.pool,
 with its retries and checks), from a FEN with halfmove clock 0, as `chess-pipeline label
 --static` labels every position (Stockfish scales its evaluation down as the fifty-move count
 grows): the number a label would hold. A child the engine gives no evaluation (after the pool's
@@ -42,7 +42,9 @@ import pyarrow as pa
 
 from pipeline.ingest.encoding import fens_from_columns, pack_planes
 from pipeline.ingest.replay import RECORD_FIELDS, State, encode_records
-from pipeline.labels.engine import EngineError, EnginePool, Evaluation, Failure, Job, Limit
+from pipeline.labels.engine import EngineError
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.uci import Evaluation, Failure, Job, Limit
 from pipeline.parallel import ordered_map, task_seed
 
 PROGRESS_EVERY = 4096

@@ -1,8 +1,11 @@
 """Labels: Stockfish's evaluation of every distinct position, versioned by engine and limit.
 
-Owns the UCI engine, its process pool and what a label is (engine.py: Limit, the one label
-setting from the flag to the file path) and the labelling run over the store's shards with its
-leases, retries and validation (labels.py).
+Owns what a label is and how a UCI reply is read (uci.py: Limit, the one label setting from the
+flag to the file path; Job, Evaluation, Failure, check_label), one engine process and its fences
+(engine.py), the process pool (pool.py: EngineSettings, EnginePool), a label setting and a run's
+choices (setting.py), the store's shards, their locks and pending positions (shards.py), the
+measured search timeout (calibration.py) and the labelling run with its retries and parts
+(labels.py).
 
 Imports: pipeline.store, pipeline.ingest and the root helpers.
 """

@@ -16,7 +16,8 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from pipeline.ingest.encoding import fen_from_row
-from pipeline.labels.engine import EnginePool, Evaluation, Job, Limit
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.uci import Evaluation, Job, Limit
 from pipeline.store.duck import load_sql, memory_connection
 from pipeline.store.store import Store
 

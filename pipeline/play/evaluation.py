@@ -19,7 +19,8 @@ from pathlib import Path
 import chess
 import pyarrow as pa
 
-from pipeline.labels.engine import EnginePool, Limit
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.uci import Limit
 from pipeline.parallel import check_workers, ordered_map, resolve_workers
 from pipeline.play.lubeck_grid import GRID_SUITE
 from pipeline.play.matches import (

@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.labels.engine import EngineNotFound, EnginePool, Limit, find_stockfish
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.uci import EngineNotFound, Limit, find_stockfish
 from pipeline.play.suites import (
     DeltaCp,
     EpdPosition,

@@ -44,7 +44,8 @@ from typing import Literal, get_args
 import chess
 import numpy as np
 
-from pipeline.labels.engine import EnginePool, Limit
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.uci import Limit
 from pipeline.parallel import close, ordered_map, resolve_workers
 from pipeline.play.matches import GameResult, play_game, wilson_interval
 from pipeline.play.search import AlphaBeta, Evaluator, MaterialEvaluator, SearchPlayer
@@ -246,7 +247,7 @@ def pick_positions(
 def _evaluations(pool: EnginePool, limit: Limit, boards) -> dict:
     """Like engine_evaluations, but a position the engine has no figure for (static evaluation
     in check) is left out rather than an error."""
-    from pipeline.labels.engine import Evaluation, Job
+    from pipeline.labels.uci import Evaluation, Job
 
     jobs = [Job(key, b.fen(), b.turn == chess.WHITE) for key, b in boards]
     return {r.job.id: r for r in pool.run(jobs, limit) if isinstance(r, Evaluation)}

@@ -24,7 +24,8 @@ from collections.abc import Sequence
 import chess
 import numpy as np
 
-from pipeline.labels.engine import EngineError, UciEngine, final_evaluation_pawns, find_stockfish, parse_info
+from pipeline.labels.engine import EngineError, UciEngine
+from pipeline.labels.uci import final_evaluation_pawns, find_stockfish, parse_info
 from pipeline.play.search import EVAL_CLIP
 
 EVAL_TIMEOUT_S = 30.0

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import chess
 
-from pipeline.labels.engine import EnginePool, Evaluation, Job, Limit
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.uci import Evaluation, Job, Limit
 
 
 @dataclass

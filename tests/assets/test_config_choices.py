@@ -13,8 +13,8 @@ from assets.resources import StockfishResource, StoreResource
 from assets.training import MODELS, PROFILES, model_assets
 from cli import build_parser, main
 from pipeline.datasets.datasets import DATASETS, Pov, SplitBy, TargetKind
-from pipeline.labels.engine import LimitKind
-from pipeline.labels.labels import Order
+from pipeline.labels.setting import Order
+from pipeline.labels.uci import LimitKind
 from training.choices import Device, Profile
 from training.train import TrainConfig
 

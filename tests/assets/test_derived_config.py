@@ -20,8 +20,9 @@ from assets.resources import StockfishResource
 from assets.training import TrainRunConfig
 from pipeline.datasets.datasets import DATASETS, SplitConfig
 from pipeline.ingest.ingest import IngestConfig
-from pipeline.labels.engine import EnginePool, EngineSettings, Limit
-from pipeline.labels.labels import LabelRun
+from pipeline.labels.pool import EnginePool, EngineSettings
+from pipeline.labels.setting import LabelRun
+from pipeline.labels.uci import Limit
 from pipeline.play.evaluation import EndgameConfig, MatchConfig
 from pipeline.settings import field_docs
 from training.train import TrainConfig

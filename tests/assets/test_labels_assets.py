@@ -255,7 +255,7 @@ def test_a_calibration_reply_without_bestmove_leaves_the_run_a_measured_timeout(
     timeout measured from the other calibration searches (a depth-8 search takes milliseconds: the
     2 s floor, unless the machine is loaded), not the calibration's own 60 s, and its log says why
     one was passed over."""
-    from pipeline.labels.labels import CALIBRATION_FENS, CALIBRATION_TIMEOUT_S, TIMEOUT_FLOOR_S
+    from pipeline.labels.calibration import CALIBRATION_FENS, CALIBRATION_TIMEOUT_S, TIMEOUT_FLOOR_S
     from tests.engines import search_fault_stockfish
 
     path = search_fault_stockfish(tmp_path, stockfish, CALIBRATION_FENS[1], "nobestmove")

@@ -29,8 +29,11 @@ from assets.partitions import (
 )
 from assets.resources import StockfishResource, StoreResource
 from pipeline.ingest.ingest import IngestConfig, ingest_archive
-from pipeline.labels.engine import EnginePool, Limit
-from pipeline.labels.labels import SHARDS, LabelRun, Setting, coverage, integrity, label_store, shard_lock
+from pipeline.labels.labels import label_store
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.setting import SHARDS, LabelRun, Setting
+from pipeline.labels.shards import coverage, integrity, shard_lock
+from pipeline.labels.uci import Limit
 from pipeline.store.duck import memory_connection
 from pipeline.store.store import Store
 from tests.stores import first_games, materialize_archive

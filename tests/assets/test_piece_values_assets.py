@@ -12,8 +12,10 @@ from assets.resources import StoreResource
 from assets.shared import report_dir
 from assets.training import model_assets
 from cli.runtime import open_instance
-from pipeline.labels.engine import EnginePool, Limit
-from pipeline.labels.labels import LabelRun, label_store
+from pipeline.labels.labels import label_store
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.setting import LabelRun
+from pipeline.labels.uci import Limit
 from pipeline.store.duck import connect, create_views
 from pipeline.store.store import Store
 from tests.pipeline.test_storage_s3 import bucket, endpoint  # noqa: F401  (fixtures: a moto S3 server)

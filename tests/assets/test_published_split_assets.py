@@ -24,8 +24,10 @@ from assets.reproduce import (
 )
 from assets.resources import StockfishResource, StoreResource
 from cli.runtime import open_instance
-from pipeline.labels.engine import EnginePool, Limit
-from pipeline.labels.labels import LabelRun, label_store
+from pipeline.labels.labels import label_store
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.setting import LabelRun
+from pipeline.labels.uci import Limit
 from pipeline.research.published import PAIRS_ON_PUBLISHED_SPLIT
 from pipeline.research.reproduction import on_published_split
 from pipeline.store.duck import memory_connection

@@ -26,7 +26,7 @@ import pytest
 from deploy import cluster_compare, cluster_faults, cluster_runs, cluster_setup
 from deploy import cluster_test as ct
 from deploy.servers import ServerMissing, moto_binary, postgres_bindir, redis_binary, start_redis, stop_pid
-from pipeline.labels.labels import SHARD_LEASE_TTL_S
+from pipeline.labels.setting import SHARD_LEASE_TTL_S
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

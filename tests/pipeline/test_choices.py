@@ -19,8 +19,8 @@ from pipeline.datasets.datasets import (
     dataset_values,
     sql_params,
 )
-from pipeline.labels.engine import LIMIT_KINDS, Limit, LimitKind
-from pipeline.labels.labels import ORDERS, LabelRun, Order
+from pipeline.labels.setting import ORDERS, LabelRun, Order
+from pipeline.labels.uci import LIMIT_KINDS, Limit, LimitKind
 from pipeline.store.duck import memory_connection
 from pipeline.store.store import Store
 from tests.fixtures_pgn import RATED_GAMES

@@ -187,7 +187,7 @@ def test_parameters_holding_quotes_and_semicolons_are_data(small_store):
 
 def test_every_dataset_builds_with_its_defaults(small_store, stockfish):
     from pipeline.datasets.datasets import SearchEngine
-    from pipeline.labels.engine import EnginePool
+    from pipeline.labels.pool import EnginePool
 
     split = SplitConfig(val_fraction=0.2, test_fraction=0.2)
     with EnginePool(stockfish, workers=1, timeout_s=30) as pool:
@@ -220,8 +220,10 @@ SABATELLI_CANDIDATES, ALL_RATED_ROWS = 47, 58
 
 @pytest.fixture(scope="module")
 def depth6_store(tmp_path_factory, stockfish):
-    from pipeline.labels.engine import EnginePool, Limit
-    from pipeline.labels.labels import LabelRun, label_store
+    from pipeline.labels.labels import label_store
+    from pipeline.labels.pool import EnginePool
+    from pipeline.labels.setting import LabelRun
+    from pipeline.labels.uci import Limit
     from pipeline.store.store import Store
     from tests.stores import add_pgn
 
@@ -302,8 +304,10 @@ def test_a_label_setting_is_checked_and_static_has_no_value(unlabelled_store):
 
 def test_static_labels_are_found_whatever_label_value_says(tmp_path, stockfish):
     # The labels store static as limit_value 0; the config's label_value default (8) must not hide them.
-    from pipeline.labels.engine import EnginePool, Limit
-    from pipeline.labels.labels import LabelRun, label_store
+    from pipeline.labels.labels import label_store
+    from pipeline.labels.pool import EnginePool
+    from pipeline.labels.setting import LabelRun
+    from pipeline.labels.uci import Limit
     from pipeline.store.store import Store
     from tests.stores import add_pgn
 

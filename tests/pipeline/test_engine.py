@@ -12,16 +12,15 @@ import chess.pgn
 import pytest
 
 from pipeline.ingest.archive import open_archive
-from pipeline.labels.engine import (
+from pipeline.labels.engine import STALEMATE_FEN, UciEngine
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.uci import (
     MATE_SCORE,
-    STALEMATE_FEN,
-    EnginePool,
     Evaluation,
     Failure,
     Job,
     Limit,
     MalformedOutput,
-    UciEngine,
     board_from_fen,
     check_label,
     parse_info,
@@ -283,7 +282,7 @@ def test_crash_on_every_try_is_a_failure(stockfish):
 
 
 def test_a_stockfish_path_the_user_named_is_never_replaced_by_another_engine(tmp_path, stockfish):
-    from pipeline.labels.engine import EngineNotFound, find_stockfish
+    from pipeline.labels.uci import EngineNotFound, find_stockfish
 
     with pytest.raises(EngineNotFound, match="does not exist.*STOCKFISH_PATH"):
         find_stockfish(environ={"STOCKFISH_PATH": str(tmp_path / "nowhere"), "PATH": "/usr/games:/usr/bin"})

@@ -14,8 +14,11 @@ import chess
 import pytest
 
 from pipeline.ingest.ingest import IngestConfig, ingest_archive
-from pipeline.labels.engine import EnginePool, Evaluation, Job, Limit
-from pipeline.labels.labels import LabelRun, Setting, coverage, integrity, label_store
+from pipeline.labels.labels import label_store
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.setting import LabelRun, Setting
+from pipeline.labels.shards import coverage, integrity
+from pipeline.labels.uci import Evaluation, Job, Limit
 from pipeline.store.duck import memory_connection
 from pipeline.store.store import Store
 from tests.stores import first_games

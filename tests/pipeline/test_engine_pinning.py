@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 import pipeline.labels.engine as engine
-from pipeline.labels.engine import EnginePool, EngineSettings, Job, Limit, usable_cores
+from pipeline.labels.engine import usable_cores
+from pipeline.labels.pool import EnginePool, EngineSettings
+from pipeline.labels.uci import Job, Limit
 
 ROOT = Path(__file__).resolve().parents[2]
 START = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1"
@@ -83,8 +85,10 @@ HOLD = """
 import sys, time
 from pathlib import Path
 import pipeline.labels.engine as engine
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.uci import find_stockfish
 engine.CORE_CLAIMS = Path(sys.argv[1])
-with engine.EnginePool(engine.find_stockfish(), workers=1, pin_cores=True) as pool:
+with EnginePool(find_stockfish(), workers=1, pin_cores=True) as pool:
     print(sorted(engine.usable_cores()).index(next(iter(pool.cores[0]))), flush=True)
     time.sleep(600)
 """

@@ -5,7 +5,8 @@ import chess
 import chess.engine
 import pytest
 
-from pipeline.labels.engine import EnginePool, Limit
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.uci import Limit
 from pipeline.play.evaluation import (
     EndgameConfig,
     find_won_endgames,

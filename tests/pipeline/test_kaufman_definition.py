@@ -7,7 +7,8 @@ seeded 95% interval, beside Stockfish's own delta as the scale."""
 import chess
 import pytest
 
-from pipeline.labels.engine import EnginePool, Limit
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.uci import Limit
 from pipeline.play.suites import (
     KAUFMAN_MATE_PAWNS,
     DeltaCp,

@@ -14,8 +14,11 @@ import pytest
 
 from pipeline.ingest.encoding import fen_from_row
 from pipeline.ingest.ingest import IngestConfig, ingest_archive
-from pipeline.labels.engine import EnginePool, Limit
-from pipeline.labels.labels import SHARDS, LabelRun, Setting, coverage, integrity, label_store
+from pipeline.labels.labels import label_store
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.setting import SHARDS, LabelRun, Setting
+from pipeline.labels.shards import coverage, integrity
+from pipeline.labels.uci import Limit
 from pipeline.store.duck import memory_connection
 from pipeline.store.store import Store
 from tests.stores import add_pgn, first_games
@@ -134,8 +137,10 @@ def test_failures_are_recorded_with_reasons_and_retried_only_when_asked(store, t
 LABEL_SCRIPT = """
 import json, sys
 from pathlib import Path
-from pipeline.labels.engine import EnginePool, find_stockfish
-from pipeline.labels.labels import LabelRun, label_store
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.uci import find_stockfish
+from pipeline.labels.labels import label_store
+from pipeline.labels.setting import LabelRun
 from pipeline.store.store import Store
 from tests.stores import add_pgn, first_games
 with EnginePool(find_stockfish(), workers=1) as pool:
@@ -244,7 +249,7 @@ def test_a_run_restricted_to_archives_labels_only_their_positions(store, tmp_pat
 
 
 def test_search_timeout_is_measured_from_the_limit_with_a_floor(stockfish):
-    from pipeline.labels.labels import TIMEOUT_FLOOR_S, TIMEOUT_MULTIPLE, search_timeout
+    from pipeline.labels.calibration import TIMEOUT_FLOOR_S, TIMEOUT_MULTIPLE, search_timeout
 
     with EnginePool(stockfish, workers=1) as pool:
         quick = search_timeout(pool, Limit("depth", 6))

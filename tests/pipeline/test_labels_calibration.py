@@ -6,14 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.labels.engine import STOP_GRACE_S, EngineError, EnginePool, Limit
-from pipeline.labels.labels import (
+from pipeline.labels.calibration import (
     CALIBRATION_FENS,
     CALIBRATION_TIMEOUT_S,
     TIMEOUT_FLOOR_S,
     TIMEOUT_MULTIPLE,
     search_timeout,
 )
+from pipeline.labels.engine import EngineError
+from pipeline.labels.pool import STOP_GRACE_S, EnginePool
+from pipeline.labels.uci import Limit
 from tests.engines import search_fault_stockfish
 
 LIMIT = Limit("depth", 6)
@@ -65,9 +67,9 @@ def test_a_hung_calibration_search_is_bounded_and_its_bound_is_never_the_runs_ti
     """The engine goes silent in one calibration search: that search is bounded by the
     calibration's own timeout (made 1 s here, 60 s in a run) and `stop`'s grace, the engine is
     restarted, and the run's timeout is measured from the other searches."""
-    from pipeline.labels import labels
+    from pipeline.labels import calibration
 
-    monkeypatch.setattr(labels, "CALIBRATION_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(calibration, "CALIBRATION_TIMEOUT_S", 1.0)
     path = search_fault_stockfish(tmp_path, stockfish, KIWIPETE, "hang")
     with EnginePool(path, workers=1, timeout_s=CALIBRATION_TIMEOUT_S) as pool:
         start = time.monotonic()

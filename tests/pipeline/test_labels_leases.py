@@ -9,8 +9,11 @@ from contextlib import contextmanager
 import pytest
 
 import pipeline.labels.labels as labels_module
-from pipeline.labels.engine import EnginePool, Limit
-from pipeline.labels.labels import SHARD_LEASE_TTL_S, LabelRun, Setting, coverage, integrity, label_store
+from pipeline.labels.labels import label_store
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.setting import SHARD_LEASE_TTL_S, LabelRun, Setting
+from pipeline.labels.shards import coverage, integrity
+from pipeline.labels.uci import Limit
 from pipeline.store.storage_leases import Lease, LeaseLost
 from pipeline.store.store import Store
 from tests.stores import add_pgn

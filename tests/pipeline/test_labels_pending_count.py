@@ -7,8 +7,9 @@ import duckdb
 import pytest
 
 import pipeline.labels.labels
-from pipeline.labels.engine import EnginePool
-from pipeline.labels.labels import LabelRun, label_store
+from pipeline.labels.labels import label_store
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.setting import LabelRun
 from pipeline.store.store import Store
 from tests.stores import add_pgn
 

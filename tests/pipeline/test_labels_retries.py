@@ -5,8 +5,9 @@ from pathlib import Path
 
 import chess
 
-from pipeline.labels.engine import EnginePool
-from pipeline.labels.labels import LabelRun, label_store
+from pipeline.labels.labels import label_store
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.setting import LabelRun
 from pipeline.store.duck import memory_connection
 from pipeline.store.store import Store
 from tests.engines import search_fault_stockfish

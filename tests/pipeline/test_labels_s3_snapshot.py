@@ -12,8 +12,11 @@ import pytest
 import s3fs
 
 import pipeline.labels.labels as labels_module
-from pipeline.labels.engine import EnginePool, Limit
-from pipeline.labels.labels import SHARDS, LabelRun, Setting, label_store, shard_lock
+from pipeline.labels.labels import label_store
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.setting import SHARDS, LabelRun, Setting
+from pipeline.labels.shards import shard_lock
+from pipeline.labels.uci import Limit
 from pipeline.store import storage, storage_leases, storage_paths
 from pipeline.store.duck import memory_connection, query
 from pipeline.store.store import Store

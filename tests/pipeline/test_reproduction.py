@@ -153,7 +153,7 @@ def test_each_step_is_kept_under_its_own_settings():
     from assets.reproduce import job_assets
     from cli.reproduce import ReproduceConfig, settings_text, step_kind
     from pipeline.datasets.datasets import DATASETS
-    from pipeline.labels.engine import Limit
+    from pipeline.labels.uci import Limit
     from training.config import ScheduleOverrides
 
     base = ReproduceConfig(profile="full")

@@ -13,7 +13,8 @@ from cli.datasets import check_request
 from pipeline.datasets.datasets import DATASETS, SearchEngine, _check_engine, _searched, dataset_values
 from pipeline.datasets.search_positions import Children, children, rows_of
 from pipeline.ingest.encoding import fens_from_columns
-from pipeline.labels.engine import EngineError, EnginePool
+from pipeline.labels.engine import EngineError
+from pipeline.labels.pool import EnginePool
 from tests.engines import faulty_stockfish, static_cp
 
 SEARCHED = "sabatelli_regression_search"

@@ -449,8 +449,10 @@ def test_refused_credentials_are_one_line_naming_the_credential_settings(tmp_pat
 
 def test_labels_on_s3_are_the_local_stores_labels(bucket, shared_data, stockfish, tmp_path):
     from pipeline.ingest.ingest import IngestConfig, ingest_archive
-    from pipeline.labels.engine import EnginePool, Limit
-    from pipeline.labels.labels import LabelRun, label_store
+    from pipeline.labels.labels import label_store
+    from pipeline.labels.pool import EnginePool
+    from pipeline.labels.setting import LabelRun
+    from pipeline.labels.uci import Limit
     from tests.stores import first_games
 
     pgn = tmp_path / "ten.pgn"

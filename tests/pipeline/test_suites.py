@@ -4,7 +4,8 @@ import chess
 import chess.engine
 import pytest
 
-from pipeline.labels.engine import EnginePool, Limit
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.uci import Limit
 from pipeline.play.suites import (
     EpdPosition,
     SuiteError,

@@ -10,8 +10,10 @@ import pytest
 import torch
 
 from pipeline.datasets.datasets import SplitConfig, build_dataset, dataset_dir
-from pipeline.labels.engine import EnginePool, Limit
-from pipeline.labels.labels import LabelRun, label_store
+from pipeline.labels.labels import label_store
+from pipeline.labels.pool import EnginePool
+from pipeline.labels.setting import LabelRun
+from pipeline.labels.uci import Limit
 from pipeline.store.store import Store
 from tests.stores import add_pgn, first_games
 from training.autoencoder import PretrainConfig
