@@ -4,8 +4,8 @@ Owns what a label is and how a UCI reply is read (uci.py: Limit, the one label s
 flag to the file path; Job, Evaluation, Failure, check_label), one engine process and its fences
 (engine.py), the process pool (pool.py: EngineSettings, EnginePool), a label setting and a run's
 choices (setting.py), the store's shards, their locks and pending positions (shards.py), the
-measured search timeout (calibration.py) and the labelling run with its retries and parts
-(labels.py).
+measured search timeout (calibration.py), the labelling run with its retries and parts
+(labels.py), and labels carried between stores as one checked Parquet file (exchange.py).
 
 Imports: pipeline.store, pipeline.ingest and the root helpers.
 """
