@@ -37,7 +37,7 @@ from pipeline.store.store import Store
 from training.choices import Profile
 from training.config import ScheduleOverrides
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 SETTINGS_TAG = "chess-pipeline/reproduce"
 """Run tag: the settings a reproduce run materialised an asset with (a change of them redoes it)."""
 

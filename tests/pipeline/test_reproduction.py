@@ -258,3 +258,14 @@ def test_deepchess_and_team44_figures_have_ours_on_both_protocols_beside_them():
     assert rows[3][6] == "not measured"  # measured on both protocols, none stored here
     assert rows[4][3] == "2.94" and rows[4][6:10] == ["3.1", "4,000", "2.8", "4,000"]
     assert PAIRS_ON_PUBLISHED_SPLIT in text and "a game can have positions on both sides" in text
+
+
+def test_the_default_folders_are_the_shared_data_beside_the_repository():
+    """docs/usage/reproduce.md: with no --data / --suites, reproduce reads ../shared/data/pgn and
+    ../shared/data/epd, beside the repository's root (wherever the CLI's module lies in it)."""
+    from pathlib import Path
+
+    from cli.reproduce import ReproduceConfig
+
+    shared = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+    assert (ReproduceConfig().data, ReproduceConfig().suites) == (str(shared / "pgn"), str(shared / "epd"))
