@@ -12,10 +12,14 @@ traditional evaluation in the same search (pipeline.play.search.AlphaBeta at a f
 swapped). The learnt tables play through MaterialEvaluator itself, so both sides search at the
 same cost.
 
-Tables are fitted in White's point of view (a Black-to-move row's label turned to White's),
-Black's tied to White's as the traditional ones are (mirrored, negated), with one tempo term for
-the side to move that the search does not need (every leaf of a fixed-depth search has the same
-side to move).
+The fit runs in the training loop (training.train.train, a `tapered` ModelSpec passed as its
+`preset`: training.models.Tapered, Adam on the win probability's squared error (`--lr` in
+centipawns), every epoch run and the one with the lowest validation error kept), on the
+dataset's rows as the loop reads them: each as if White were to move, so Black's tables being
+White's mirrored and negated, the tempo for the side to move is one constant, a term the search
+does not need (every leaf of a fixed-depth search has the same side to move). The quiet rows of
+each split are written once to a temporary store and fitted there. The training log goes to
+stderr.
 
     python scripts/quiet_study.py --data STORE/datasets/sabatelli_regression --depth 2 --openings 20
 """
@@ -24,20 +28,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import chess
-import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
+from pipeline.datasets.datasets import SPLITS, dataset_dir
 from pipeline.ingest.encoding import fens_from_columns
 from pipeline.play.matches import MatchSpec, match_result, pairings, play_pairing, wilson_interval
 from pipeline.play.openings import sabatelli_openings
-from pipeline.play.search import PHASE_UNITS, TRADITIONAL_TABLES, AlphaBeta, MaterialEvaluator, SearchPlayer
+from pipeline.play.search import AlphaBeta, MaterialEvaluator, SearchPlayer
+from pipeline.store.store import Store
+from training.checkpoints import evaluate, load_checkpoint
+from training.data import LoaderConfig, ParquetBatches
+from training.encoders import get_encoder
+from training.models import ModelSpec, Tapered, build_model
+from training.train import TrainConfig, train
 
-WP_SCALE = 400.0
-"""The dataset's win_prob scale (pipeline.datasets.datasets.SabatelliRegressionParams.wp_scale)."""
+DATASET = "sabatelli_regression"
+TARGET = "win_prob"
+"""The column fitted: the label's win probability for the side to move."""
+ENCODER = get_encoder("bitmap768")
 PIECES = "PNBRQ"
 
 
@@ -46,94 +62,51 @@ def quiet(board: chess.Board) -> bool:
     return not board.is_check() and not any(board.generate_legal_captures())
 
 
-def load(path: str) -> dict[str, np.ndarray]:
-    """A split file's rows: White-oriented piece bits (N, 768) uint8, White to move, the label's
-    win probability from White's point of view, and whether each position is quiet."""
-    t = pq.read_table(path, columns=["planes", "side_to_move", "castling", "ep_square", "win_prob"]).to_pydict()
-    planes = np.frombuffer(b"".join(t["planes"]), dtype=np.uint8).reshape(-1, 96)
-    white = np.array([s == "w" for s in t["side_to_move"]])
-    wp = np.array(t["win_prob"], dtype=np.float32)
-    fens = fens_from_columns(t["planes"], t["side_to_move"], t["castling"], t["ep_square"])
-    return {
-        "bits": np.unpackbits(planes, axis=1, bitorder="little"),
-        "white": white,
-        "y": np.where(white, wp, 1.0 - wp),
-        "quiet": np.array([quiet(chess.Board(f)) for f in fens]),
-    }
+def write_quiet(data: Path, root: Path) -> dict[str, int]:
+    """Each split file of the dataset folder `data` with its quiet rows only, in the store `root`
+    (the same dataset name); rows kept per split."""
+    folder = dataset_dir(Store(root), DATASET)
+    folder.mkdir(parents=True)
+    kept = {}
+    for split in SPLITS:
+        t = pq.read_table(data / f"{split}.parquet")
+        cols = [t.column(c).to_pylist() for c in ("planes", "side_to_move", "castling", "ep_square")]
+        keep = [quiet(chess.Board(f)) for f in fens_from_columns(*cols)]
+        pq.write_table(t.filter(pa.array(keep, pa.bool_())), folder / f"{split}.parquet")
+        kept[split] = sum(keep)
+    return kept
 
 
-def subset(rows: dict[str, np.ndarray], keep: np.ndarray) -> dict[str, np.ndarray]:
-    return {k: v[keep] for k, v in rows.items()}
+def error(model: torch.nn.Module, path: Path) -> float:
+    """Mean squared error of the win probability on a split file."""
+    rows = ParquetBatches(path, LoaderConfig(batch_size=4096, shuffle=False), target=TARGET)
+    return evaluate(model, rows, ENCODER, torch.device("cpu"), 0, 0.0, False)["mse"]
 
 
-def both_colours(white: torch.Tensor) -> torch.Tensor:
-    """(384,) White's tables (P N B R Q K x 64 squares) -> (768,) with Black's: each of White's
-    negated on the square mirrored rank-wise, as the traditional tables are (a position and its
-    colour-mirror score the same for the side to move)."""
-    black = -white.reshape(6, 8, 8).flip(1).reshape(384)
-    return torch.cat([white, black])
-
-
-class Tapered(torch.nn.Module):
-    """MaterialEvaluator's function with White's tables as parameters (Black's mirror them), plus
-    a tempo term."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.white_middle = torch.nn.Parameter(torch.from_numpy(TRADITIONAL_TABLES[0][:384].copy()))
-        self.white_end = torch.nn.Parameter(torch.from_numpy(TRADITIONAL_TABLES[1][:384].copy()))
-        self.tempo = torch.nn.Parameter(torch.zeros(()))
-        self.register_buffer("phase_units", torch.from_numpy(PHASE_UNITS))
-
-    @property
-    def middle(self) -> torch.Tensor:
-        return both_colours(self.white_middle)
-
-    @property
-    def end(self) -> torch.Tensor:
-        return both_colours(self.white_end)
-
-    def forward(self, bits: torch.Tensor, white: torch.Tensor) -> torch.Tensor:
-        """White's centipawns."""
-        phase = torch.clamp(bits.reshape(-1, 12, 64).sum(2) @ self.phase_units, max=24.0) / 24.0
-        cp = phase * (bits @ self.middle) + (1 - phase) * (bits @ self.end)
-        return cp + torch.where(white, self.tempo, -self.tempo)
-
-
-def tensors(rows: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return torch.from_numpy(rows["bits"]).float(), torch.from_numpy(rows["white"]), torch.from_numpy(rows["y"])
-
-
-def error(model: Tapered, rows: dict[str, np.ndarray]) -> float:
-    """Mean squared error of the win probability."""
-    bits, white, y = tensors(rows)
-    with torch.no_grad():
-        p = torch.sigmoid(model(bits, white) * (np.log(10) / WP_SCALE))
-    return float(((p - y) ** 2).mean())
-
-
-def fit(train: dict, val: dict, epochs: int, lr: float, batch: int, seed: int) -> tuple[Tapered, list[dict]]:
-    """Adam on the win probability's squared error; the epoch with the lowest validation error kept."""
-    torch.manual_seed(seed)
-    model = Tapered()
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    bits, white, y = tensors(train)
-    best, state, history = error(model, val), {k: v.clone() for k, v in model.state_dict().items()}, []
-    for epoch in range(epochs):
-        order = torch.randperm(len(y))
-        for i in range(0, len(y), batch):
-            idx = order[i : i + batch]
-            p = torch.sigmoid(model(bits[idx], white[idx]) * (np.log(10) / WP_SCALE))
-            loss = ((p - y[idx]) ** 2).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        v = error(model, val)
-        history.append({"epoch": epoch, "val": round(v, 5)})
-        if v < best:
-            best, state = v, {k: t.clone() for k, t in model.state_dict().items()}
-    model.load_state_dict(state)
-    return model, history
+def fit(root: Path, a: argparse.Namespace, out: str) -> tuple[Tapered, list[dict]]:
+    """The tables fitted to the store `root`'s dataset by the training loop (every epoch run:
+    patience = epochs); its best epoch's model, and the loop's history."""
+    spec = ModelSpec("tapered", lr=a.lr, notes="Texel's tuning of the traditional tables (scripts/quiet_study.py)")
+    rows = pq.read_metadata(dataset_dir(Store(root), DATASET) / "train.parquet").num_rows
+    cfg = TrainConfig(
+        store=str(root),
+        dataset=DATASET,
+        encoder=ENCODER.name,
+        target=TARGET,
+        epochs=a.epochs,
+        patience=a.epochs,
+        batch_size=a.batch,
+        lr=a.lr,
+        seed=a.seed,
+        threads=1,
+        device="cpu",
+        out=out,
+        shuffle_buffer=rows + 1,  # every row shuffled together each epoch
+    )
+    r = train(cfg, log=lambda line: print(line, file=sys.stderr), preset=spec)
+    model = build_model(spec, ENCODER.shape, 1)
+    model.load_state_dict(load_checkpoint(r.checkpoint, map_location="cpu")["best_model"])
+    return model, r.history
 
 
 def piece_values(model: Tapered) -> dict[str, dict[str, int]]:
@@ -189,28 +162,36 @@ def main() -> None:
     a = p.parse_args()
     if a.quiescence < 0:  # before the fit, not minutes later at the match
         p.error(f"--quiescence is 0 (none) or plies of captures, got {a.quiescence}")
+    data = Path(a.data)
+    if data.name != DATASET or not all((data / f"{s}.parquet").exists() for s in SPLITS):
+        p.error(f"--data must be a {DATASET} dataset folder (STORE/datasets/{DATASET}), got {a.data}")
     torch.set_num_threads(1)
     t0 = time.monotonic()
-    train, val, test = (load(f"{a.data}/{s}.parquet") for s in ("train", "val", "test"))
-    quiet_test = subset(test, test["quiet"])
-    out: dict = {
-        "rows": {"train": len(train["y"]), "quiet_train": int(train["quiet"].sum()), "test": len(test["y"])},
-        "quiet_test_rows": len(quiet_test["y"]),
-        "traditional": {"test_mse": error(Tapered(), test), "quiet_test_mse": error(Tapered(), quiet_test)},
-    }
-    for name, keep in (("all_positions", np.ones(len(train["y"]), dtype=bool)), ("quiet_positions", train["quiet"])):
-        model, history = fit(subset(train, keep), subset(val, val["quiet"]) if name == "quiet_positions" else val,
-                             a.epochs, a.lr, a.batch, a.seed)  # fmt: skip
-        out[name] = {
-            "test_mse": error(model, test),
-            "quiet_test_mse": error(model, quiet_test),
-            "pieces": piece_values(model),
-            "tempo_cp": float(model.tempo.detach()),
-            "best_epoch": min(history, key=lambda h: h["val"])["epoch"] if history else -1,
+    with tempfile.TemporaryDirectory(prefix="quiet_study-") as tmp:
+        kept = write_quiet(data, Path(tmp) / "quiet")
+        quiet_data = dataset_dir(Store(Path(tmp) / "quiet"), DATASET)
+        tests = {"test_mse": data / "test.parquet", "quiet_test_mse": quiet_data / "test.parquet"}
+        traditional = build_model(ModelSpec("tapered"), ENCODER.shape, 1)
+        out: dict = {
+            "rows": {
+                "train": pq.read_metadata(data / "train.parquet").num_rows,
+                "quiet_train": kept["train"],
+                "test": pq.read_metadata(data / "test.parquet").num_rows,
+            },
+            "quiet_test_rows": kept["test"],
+            "traditional": {k: error(traditional, path) for k, path in tests.items()},
         }
-        if a.depth:
-            out[name]["match"] = match(model, a.depth, a.openings, a.quiescence)
-        print(json.dumps({name: out[name]}), flush=True)
+        for name, root in (("all_positions", data.parent.parent), ("quiet_positions", Path(tmp) / "quiet")):
+            model, history = fit(root, a, f"{tmp}/{name}")
+            out[name] = {
+                **{k: error(model, path) for k, path in tests.items()},
+                "pieces": piece_values(model),
+                "tempo_cp": float(model.tempo.detach()),
+                "best_epoch": min(history, key=lambda h: h["val_loss"])["epoch"],
+            }
+            if a.depth:
+                out[name]["match"] = match(model, a.depth, a.openings, a.quiescence)
+            print(json.dumps({name: out[name]}), flush=True)
     out["seconds"] = round(time.monotonic() - t0, 1)
     print(json.dumps(out))
 

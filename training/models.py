@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
@@ -9,13 +10,16 @@ from typing import Literal, get_args
 import torch
 from torch import nn
 
+from pipeline.datasets.datasets import SabatelliRegressionParams
+from pipeline.play.search import PHASE_UNITS, TRADITIONAL_TABLES
 from training.autoencoder import Inputs, PretrainConfig, StackedEncoder, pretrain_stack
 from training.choices import check_choice
 from training.encoders import PieceRows
 
-ModelKind = Literal["mlp", "cnn", "piece_values", "siamese"]
+ModelKind = Literal["mlp", "cnn", "piece_values", "siamese", "tapered"]
 """mlp, cnn, or piece_values (Team 44: PieceValueNet; hidden = its valuators' widths), or siamese
-(DeepChess: DeepChess; tower = Pos2Vec's widths, hidden = the comparator's)."""
+(DeepChess: DeepChess; tower = Pos2Vec's widths, hidden = the comparator's), or tapered (Texel's
+tuning of the traditional evaluation's tables: Tapered; no layers)."""
 OutputKind = Literal["linear", "sigmoid"]
 """A regression output as it is, or through a sigmoid (a target in [0, 1])."""
 Activation = Literal["relu", "elu"]
@@ -376,6 +380,53 @@ class CodeNorm(nn.BatchNorm1d):
         return super().forward(x)
 
 
+class Tapered(nn.Module):
+    """The traditional evaluation (pipeline.play.search.MaterialEvaluator: material and
+    piece-square tables, tapered by phase) with White's tables as parameters, starting at
+    Michniewski's, and Black's tied to them as the traditional ones are (mirrored rank-wise,
+    negated), plus a constant for the side to move (a tempo, in centipawns). It reads the side
+    to move's 768 piece bits (`bitmap768` of side-to-move rows: as if White were to move) and
+    gives the win probability 1 / (1 + 10^(-cp / wp_scale)) of sabatelli_regression's `win_prob`
+    (Texel's tuning, scripts/quiet_study.py)."""
+
+    def __init__(self, n_in: int, n_out: int):
+        super().__init__()
+        if (n_in, n_out) != (768, 1):
+            raise ValueError(f"tapered reads 768 piece bits (bitmap768) into one value, got {n_in} into {n_out}")
+        self.white_middle = nn.Parameter(torch.from_numpy(TRADITIONAL_TABLES[0][:384].copy()))
+        self.white_end = nn.Parameter(torch.from_numpy(TRADITIONAL_TABLES[1][:384].copy()))
+        self.tempo = nn.Parameter(torch.zeros(()))
+        self.register_buffer("phase_units", torch.from_numpy(PHASE_UNITS))
+        self.scale = math.log(10) / SabatelliRegressionParams().wp_scale
+
+    @staticmethod
+    def both_colours(white: torch.Tensor) -> torch.Tensor:
+        """(384,) White's tables (P N B R Q K x 64 squares) -> (768,) with Black's: each of White's
+        negated on the square mirrored rank-wise (a position and its colour-mirror score the same
+        for the side to move)."""
+        return torch.cat([white, -white.reshape(6, 8, 8).flip(1).reshape(384)])
+
+    @property
+    def middle(self) -> torch.Tensor:
+        """(768,) middlegame weights, as TRADITIONAL_TABLES[0] (MaterialEvaluator's `middle`)."""
+        return self.both_colours(self.white_middle)
+
+    @property
+    def end(self) -> torch.Tensor:
+        """(768,) endgame weights, as TRADITIONAL_TABLES[1]."""
+        return self.both_colours(self.white_end)
+
+    def centipawns(self, bits: torch.Tensor) -> torch.Tensor:
+        """(B,) the tables' score of (B, 768) piece bits, for the side whose pieces are the first
+        six planes, the tempo left out."""
+        phase = torch.clamp(bits.reshape(-1, 12, 64).sum(2) @ self.phase_units, max=24.0) / 24.0
+        return phase * (bits @ self.middle) + (1 - phase) * (bits @ self.end)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        cp = self.centipawns(x.flatten(1)) + self.tempo
+        return torch.sigmoid(cp * self.scale).unsqueeze(1)
+
+
 def build_model(spec: ModelSpec, in_shape: tuple[int, ...], n_out: int) -> nn.Module:
     check_choice("model kind", spec.kind, get_args(ModelKind))
     if spec.kind == "siamese":
@@ -389,4 +440,6 @@ def build_model(spec: ModelSpec, in_shape: tuple[int, ...], n_out: int) -> nn.Mo
     n_in = 1
     for d in in_shape:
         n_in *= d
+    if spec.kind == "tapered":
+        return Tapered(n_in, n_out)
     return MLP(n_in, n_out, spec)
