@@ -19,6 +19,9 @@ results (dataclasses), which `demo` calls directly:
 - ui.py        `ui`
 - explore.py   `explore` (the explorer page)
 - demo.py      `demo`: ingest, label, datasets, train and evaluate in turn
+- reproduce.py `reproduce` (its flags, cmd_reproduce) -> reproduce_run.py: reproduce() (ingest,
+               labels, the time budget's ledger), over reproduce_steps.py: run_steps() (the job's
+               steps, kept or run) and reproduce_config.py: ReproduceConfig (each step's settings)
 
 and what they share: runtime.py (store, instance, resources, running assets, why a run
 failed), checks.py (asset checks that did not pass, one line each), progress.py (the one

@@ -29,7 +29,7 @@ def _datasets(argv: list[str]) -> Limit | None:
 
 def _reproduce(argv: list[str]) -> Limit:
     from cli.flags import limit_from_args
-    from cli.reproduce import ReproduceConfig
+    from cli.reproduce_config import ReproduceConfig
 
     args = build_parser().parse_args(["reproduce", *argv])
     return limit_from_args(args, "reproduce", ReproduceConfig.label)
@@ -63,7 +63,7 @@ def test_a_bad_label_setting_is_one_line_naming_the_flag(command, capsys):
 
 def test_without_a_flag_each_command_takes_the_one_default():
     from assets.labels import LabelsConfig
-    from cli.reproduce import ReproduceConfig
+    from cli.reproduce_config import ReproduceConfig
     from pipeline.datasets.datasets import DATASETS, LabelSetting
 
     default = Limit()

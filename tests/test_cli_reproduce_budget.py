@@ -11,7 +11,9 @@ from types import SimpleNamespace
 import dagster as dg
 import pytest
 
-import cli.reproduce as rp
+import cli.reproduce_config as rc
+import cli.reproduce_run as rr
+import cli.reproduce_steps as rs
 from assets.reproduce import REPRODUCED
 from assets.training import MODELS, train_config
 from pipeline.research.budget import EVALUATION_SECONDS, evaluation_reserve
@@ -49,14 +51,14 @@ def test_each_model_run_gets_its_share_and_the_report_gets_the_budget(tmp_path, 
             clock[0] += MODEL_SECONDS
         return SimpleNamespace(success=True)
 
-    monkeypatch.setattr(rp, "materialize", recording_materialize)
-    monkeypatch.setattr(rp, "time", SimpleNamespace(monotonic=lambda: clock[0], strftime=time.strftime,
+    monkeypatch.setattr(rs, "materialize", recording_materialize)
+    monkeypatch.setattr(rs, "time", SimpleNamespace(monotonic=lambda: clock[0], strftime=time.strftime,
                                                     gmtime=time.gmtime))  # fmt: skip
-    cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), profile="full", hours=3.0,
+    cfg = rc.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), profile="full", hours=3.0,
                              models=("mlp_bitmap_3class", "lubeck_wdl_mlp"))  # fmt: skip
     models = list(cfg.models)
     with dg.DagsterInstance.ephemeral() as instance:
-        failures = rp.run_steps(Store(tmp_path / "store"), instance, cfg, models, {"profile": "full"}, {}, started=0.0)
+        failures = rs.run_steps(Store(tmp_path / "store"), instance, cfg, models, {"profile": "full"}, {}, started=0.0)
     assert failures == []
     runs = [(name, op) for name, op in calls if name.removeprefix(PUBLISHED_SPLIT) in MODELS]
     assert {n for n, _ in runs} == {*models, *(PUBLISHED_SPLIT + m for m in models)}  # both protocols each
@@ -92,14 +94,14 @@ def test_each_step_line_says_what_is_left_how_long_it_should_take_and_the_budget
         clock[0] += MODEL_SECONDS if name.removeprefix(PUBLISHED_SPLIT) in MODELS else 60.0
         return SimpleNamespace(success=name != failing, all_events=[])
 
-    monkeypatch.setattr(rp, "materialize", recording_materialize)
-    monkeypatch.setattr(rp, "time", SimpleNamespace(monotonic=lambda: clock[0], strftime=time.strftime,
+    monkeypatch.setattr(rs, "materialize", recording_materialize)
+    monkeypatch.setattr(rs, "time", SimpleNamespace(monotonic=lambda: clock[0], strftime=time.strftime,
                                                     gmtime=time.gmtime))  # fmt: skip
-    cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), profile="full", hours=3.0,
+    cfg = rc.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), profile="full", hours=3.0,
                              models=("mlp_bitmap_3class", "lubeck_wdl_mlp"))  # fmt: skip
     steps = job_steps(list(cfg.models))
     with dg.DagsterInstance.ephemeral() as instance:
-        rp.run_steps(Store(tmp_path / "store"), instance, cfg, list(cfg.models), {"profile": "full"}, {}, started=0.0)
+        rs.run_steps(Store(tmp_path / "store"), instance, cfg, list(cfg.models), {"profile": "full"}, {}, started=0.0)
     lines = {line.split("] ")[1].split(":")[0]: line for line in capsys.readouterr().out.splitlines() if "] " in line
              and (": done in" in line or ": failed after" in line)}  # fmt: skip
     # What the failed suites step takes with it: the model's report (it reads the suites' results).
@@ -127,12 +129,12 @@ def test_each_step_line_says_what_is_left_how_long_it_should_take_and_the_budget
 
 
 def test_a_share_never_raises_a_profiles_own_bound():
-    cfg = rp.ReproduceConfig(profile="quick", hours=8.0)
-    quick = rp.train_run(cfg, "mlp_bitmap_3class", minutes=30.0)
+    cfg = rc.ReproduceConfig(profile="quick", hours=8.0)
+    quick = rc.train_run(cfg, "mlp_bitmap_3class", minutes=30.0)
     assert train_config("mlp_bitmap_3class", quick, "", "").max_minutes == 3.0  # the quick profile's 3 minutes
-    assert train_config("mlp_bitmap_3class", rp.train_run(cfg, "mlp_bitmap_3class", 2.0), "", "").max_minutes == 2.0
-    assert rp.train_run(cfg, "mlp_bitmap_3class").max_minutes is None  # no budget: left out, the profile's
-    assert "3 minutes (below its time budget share 30 min)" in rp.schedule_text(cfg, "mlp_bitmap_3class", 30.0)
+    assert train_config("mlp_bitmap_3class", rc.train_run(cfg, "mlp_bitmap_3class", 2.0), "", "").max_minutes == 2.0
+    assert rc.train_run(cfg, "mlp_bitmap_3class").max_minutes is None  # no budget: left out, the profile's
+    assert "3 minutes (below its time budget share 30 min)" in rc.schedule_text(cfg, "mlp_bitmap_3class", 30.0)
 
 
 @pytest.mark.parametrize("hours", ["-1", "nan", "inf"])
@@ -164,18 +166,18 @@ def test_runs_that_will_not_train_take_no_share(tmp_path, monkeypatch):
         return SimpleNamespace(success=True)
 
     def keep(instance, asset, name, settings):
-        trains = rp.step_kind(name) == "model" and name != "model_results"
+        trains = rc.step_kind(name) == "model" and name != "model_results"
         return None if (trains and name != kept) or name == broken else "2026-11-26 00:00:00 UTC"
 
-    monkeypatch.setattr(rp, "materialize", recording_materialize)
-    monkeypatch.setattr(rp, "failure_message", lambda result: "broken on purpose")
-    monkeypatch.setattr(rp, "up_to_date", keep)
-    monkeypatch.setattr(rp, "time", SimpleNamespace(monotonic=lambda: clock[0], strftime=time.strftime,
+    monkeypatch.setattr(rs, "materialize", recording_materialize)
+    monkeypatch.setattr(rs, "failure_message", lambda result: "broken on purpose")
+    monkeypatch.setattr(rs, "up_to_date", keep)
+    monkeypatch.setattr(rs, "time", SimpleNamespace(monotonic=lambda: clock[0], strftime=time.strftime,
                                                     gmtime=time.gmtime))  # fmt: skip
-    cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), profile="full", hours=3.0, models=tuple(models))
+    cfg = rc.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), profile="full", hours=3.0, models=tuple(models))
     outcomes: dict[str, str] = {}
     with dg.DagsterInstance.ephemeral() as instance:
-        rp.run_steps(Store(tmp_path / "store"), instance, cfg, models, {"profile": "full"}, outcomes, started=0.0)
+        rs.run_steps(Store(tmp_path / "store"), instance, cfg, models, {"profile": "full"}, outcomes, started=0.0)
     assert outcomes[kept] == "kept" and outcomes[PUBLISHED_SPLIT + "lubeck_wdl_mlp"].startswith("skipped")
     runs = [(name, op) for name, op in calls if name.removeprefix(PUBLISHED_SPLIT) in MODELS]
     assert [n for n, _ in runs] == ["lubeck_wdl_mlp", PUBLISHED_SPLIT + kept]  # the two that train
@@ -203,20 +205,20 @@ def test_a_command_run_again_goes_on_with_the_budget_its_ledger_kept(tmp_path, m
         return SimpleNamespace(success=True)
 
     fake_time = SimpleNamespace(monotonic=lambda: clock[0], strftime=time.strftime, gmtime=time.gmtime)
-    monkeypatch.setattr(rp, "materialize", recording_materialize)
-    monkeypatch.setattr(rp, "time", fake_time)
+    monkeypatch.setattr(rs, "materialize", recording_materialize)
+    monkeypatch.setattr(rs, "time", fake_time)
     monkeypatch.setattr(budget_module, "time", fake_time)
-    cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), profile="full", hours=1.0,
+    cfg = rc.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), profile="full", hours=1.0,
                              models=("mlp_bitmap_3class",))  # fmt: skip
     store = Store(tmp_path / "store")
-    path = store.root / budget_module.LEDGER_DIR / budget_module.ledger_name(rp.budget_key(cfg))
-    earlier = budget_module.BudgetLedger.open(path, rp.budget_key(cfg), cfg.hours)
+    path = store.root / budget_module.LEDGER_DIR / budget_module.ledger_name(rr.budget_key(cfg))
+    earlier = budget_module.BudgetLedger.open(path, rr.budget_key(cfg), cfg.hours)
     earlier.spent_before = 1200.0
     earlier.save()
-    ledger = budget_module.BudgetLedger.open(path, rp.budget_key(cfg), cfg.hours)
+    ledger = budget_module.BudgetLedger.open(path, rr.budget_key(cfg), cfg.hours)
     assert ledger.commands == 2 and ledger.spent_before == 1200.0
     with dg.DagsterInstance.ephemeral() as instance:
-        failures = rp.run_steps(store, instance, cfg, list(cfg.models), {"profile": "full"}, {}, ledger=ledger)
+        failures = rs.run_steps(store, instance, cfg, list(cfg.models), {"profile": "full"}, {}, ledger=ledger)
     assert failures == []
     names = [n for n, _ in calls]
     first = next(i for i, n in enumerate(names) if n.removeprefix(PUBLISHED_SPLIT) in MODELS)
@@ -235,7 +237,7 @@ def test_a_command_run_again_goes_on_with_the_budget_its_ledger_kept(tmp_path, m
 def _ledger_of(store: Store, cfg) -> dict:
     from pipeline.research.budget import LEDGER_DIR, ledger_name
 
-    return json.loads((store.root / LEDGER_DIR / ledger_name(rp.budget_key(cfg))).read_text())
+    return json.loads((store.root / LEDGER_DIR / ledger_name(rr.budget_key(cfg))).read_text())
 
 
 def test_the_command_closes_its_budget_only_when_every_step_is_done(tmp_path, monkeypatch, capsys):
@@ -251,28 +253,28 @@ def test_the_command_closes_its_budget_only_when_every_step_is_done(tmp_path, mo
             raise outcome[0]
         return outcome[0]
 
-    monkeypatch.setattr(rp, "_reproduce", steps)
-    cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), hours=1.0, models=("mlp_bitmap_3class",))
+    monkeypatch.setattr(rr, "_reproduce", steps)
+    cfg = rc.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), hours=1.0, models=("mlp_bitmap_3class",))
     with dg.DagsterInstance.ephemeral() as instance:
-        rp.reproduce(store, instance, cfg)  # a step failed: open
+        rr.reproduce(store, instance, cfg)  # a step failed: open
         assert _ledger_of(store, cfg)["commands"] == 1 and not _ledger_of(store, cfg)["finished"]
         outcome[0] = KeyboardInterrupt()
         with pytest.raises(KeyboardInterrupt):
-            rp.reproduce(store, instance, cfg)  # stopped: saved on the way out, still open
+            rr.reproduce(store, instance, cfg)  # stopped: saved on the way out, still open
         assert _ledger_of(store, cfg)["commands"] == 2 and not _ledger_of(store, cfg)["finished"]
-        other = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), hours=1.0, models=("lubeck_wdl_mlp",))
+        other = rc.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), hours=1.0, models=("lubeck_wdl_mlp",))
         outcome[0] = []
-        rp.reproduce(store, instance, other)  # other settings: a budget of their own, closed at once
+        rr.reproduce(store, instance, other)  # other settings: a budget of their own, closed at once
         assert _ledger_of(store, other) == {**_ledger_of(store, other), "commands": 1, "finished": True}
         # The same settings written otherwise (a relative folder) go on with the open budget, and close it.
         monkeypatch.chdir(tmp_path)
-        same = rp.ReproduceConfig(data=".", suites=str(tmp_path), hours=1.0, models=("mlp_bitmap_3class",))
-        rp.reproduce(store, instance, same)
+        same = rc.ReproduceConfig(data=".", suites=str(tmp_path), hours=1.0, models=("mlp_bitmap_3class",))
+        rr.reproduce(store, instance, same)
         assert "going on with the budget of 2 earlier command(s)" in capsys.readouterr().out
         assert _ledger_of(store, cfg)["commands"] == 3 and _ledger_of(store, cfg)["finished"]
         outcome[0] = ["m: failed"]
-        rp.reproduce(store, instance, cfg)  # closed: a new budget
-        rp.reproduce(store, instance, dataclasses.replace(cfg, new_budget=True))  # open, but asked afresh
+        rr.reproduce(store, instance, cfg)  # closed: a new budget
+        rr.reproduce(store, instance, dataclasses.replace(cfg, new_budget=True))  # open, but asked afresh
         assert _ledger_of(store, cfg)["commands"] == 1
 
 
@@ -280,15 +282,15 @@ def test_a_store_that_refuses_the_ledger_is_said_and_the_command_goes_on(tmp_pat
     (tmp_path / "a.pgn").write_text("")
     store = Store(tmp_path / "store")
     ran = []
-    monkeypatch.setattr(rp, "_reproduce", lambda *a: ran.append(1) or [])
+    monkeypatch.setattr(rr, "_reproduce", lambda *a: ran.append(1) or [])
 
     def full(path, data):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("pipeline.store.store_files.write_json", full)
-    cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), hours=1.0, models=("mlp_bitmap_3class",))
+    cfg = rc.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), hours=1.0, models=("mlp_bitmap_3class",))
     with dg.DagsterInstance.ephemeral() as instance:
-        assert rp.reproduce(store, instance, cfg) == [] and ran
+        assert rr.reproduce(store, instance, cfg) == [] and ran
     err = capsys.readouterr().err
     assert "the time budget's ledger" in err and "could not be saved (OSError" in err and "Traceback" not in err
 
@@ -301,16 +303,16 @@ def test_the_reserve_takes_a_step_as_long_as_this_store_timed_it_with_the_same_s
     def stand_in() -> None:
         time.sleep(1.0)
 
-    cfg = rp.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), hours=1.0, models=("mlp_bitmap_3class",))
-    fingerprint = rp.settings_text(cfg, "evaluation")
+    cfg = rc.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), hours=1.0, models=("mlp_bitmap_3class",))
+    fingerprint = rc.settings_text(cfg, "evaluation")
     with dg.DagsterInstance.ephemeral() as instance:
-        assert rp.run_seconds(instance, "elo_ratings", fingerprint) is None  # never made
-        dg.materialize([stand_in], instance=instance, tags={rp.SETTINGS_TAG: fingerprint})
-        took = rp.run_seconds(instance, "elo_ratings", fingerprint)
+        assert rs.run_seconds(instance, "elo_ratings", fingerprint) is None  # never made
+        dg.materialize([stand_in], instance=instance, tags={rs.SETTINGS_TAG: fingerprint})
+        took = rs.run_seconds(instance, "elo_ratings", fingerprint)
         assert took is not None and 1.0 <= took < 30
         quick = dataclasses.replace(cfg, quick_eval=True)
-        assert rp.run_seconds(instance, "elo_ratings", rp.settings_text(quick, "evaluation")) is None
-        reserve = rp.evaluation_reserve_of(instance, cfg, job_steps(list(cfg.models)))
+        assert rs.run_seconds(instance, "elo_ratings", rc.settings_text(quick, "evaluation")) is None
+        reserve = rs.evaluation_reserve_of(instance, cfg, job_steps(list(cfg.models)))
     assert reserve.timed == 1
     elo = EVALUATION_SECONDS["full"]["elo_ratings"]
     assert reserve.seconds == pytest.approx(reserved(job_steps(list(cfg.models))) - elo + took)

@@ -28,7 +28,7 @@ from assets.reference import (
     where,
 )
 from cli.demo import DemoConfig
-from cli.reproduce import ReproduceConfig
+from cli.reproduce_config import ReproduceConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -58,7 +58,7 @@ def test_hms():
 def _trained(cfg, model: str):
     """The TrainConfig the reproduce command's run config gives the model."""
     from assets.training import train_config
-    from cli.reproduce import op_configs
+    from cli.reproduce_steps import op_configs
 
     run = op_configs(cfg, [model], {}, [model])[model]
     return train_config(model, run, "", "")
@@ -81,7 +81,7 @@ def _profile(model: str, profile: str):
     ],
 )
 def test_max_epochs_and_rows_cap_each_models_profile_never_raise_it(model, profile, caps):
-    from cli.reproduce import ReproduceConfig
+    from cli.reproduce_config import ReproduceConfig
     from training.config import ScheduleOverrides
 
     got = _trained(ReproduceConfig(profile=profile, caps=ScheduleOverrides(**caps)), model)
@@ -118,7 +118,7 @@ def test_bad_numbers_are_refused_in_one_line_before_any_store_work(tmp_path, mon
 
 
 def test_each_models_schedule_is_its_own():
-    from cli.reproduce import ReproduceConfig, bounds_text, schedule_text
+    from cli.reproduce_config import ReproduceConfig, bounds_text, schedule_text
     from training.config import ScheduleOverrides
 
     quick = ReproduceConfig(profile="quick")
@@ -134,7 +134,7 @@ def test_each_models_schedule_is_its_own():
 
 
 def test_a_change_of_suites_folder_changes_the_evaluations_fingerprint_only(tmp_path):
-    from cli.reproduce import ReproduceConfig, settings_text
+    from cli.reproduce_config import ReproduceConfig, settings_text
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -151,7 +151,7 @@ def test_each_step_is_kept_under_its_own_settings():
     """A new time budget or epoch cap retrains and keeps the datasets and the evaluation settings;
     new labels redo the datasets (and, through their inputs, what is downstream)."""
     from assets.reproduce import job_assets
-    from cli.reproduce import ReproduceConfig, settings_text, step_kind
+    from cli.reproduce_config import ReproduceConfig, settings_text, step_kind
     from pipeline.datasets.datasets import DATASETS
     from pipeline.labels.uci import Limit
     from training.config import ScheduleOverrides
@@ -180,7 +180,8 @@ def test_each_step_is_kept_under_its_own_settings():
 
 def test_quick_eval_plays_a_small_lubeck_grid():
     from assets.reproduce import LUBECK_GRID
-    from cli.reproduce import ReproduceConfig, op_configs
+    from cli.reproduce_config import ReproduceConfig
+    from cli.reproduce_steps import op_configs
     from pipeline.play.lubeck_grid import GridConfig
 
     quick = op_configs(ReproduceConfig(quick_eval=True), [LUBECK_GRID], {}, [])[LUBECK_GRID].to_dataclass(GridConfig)
@@ -265,7 +266,7 @@ def test_the_default_folders_are_the_shared_data_beside_the_repository():
     ../shared/data/epd, beside the repository's root (wherever the CLI's module lies in it)."""
     from pathlib import Path
 
-    from cli.reproduce import ReproduceConfig
+    from cli.reproduce_config import ReproduceConfig
 
     shared = Path(__file__).resolve().parents[2].parent / "shared" / "data"
     assert (ReproduceConfig().data, ReproduceConfig().suites) == (str(shared / "pgn"), str(shared / "epd"))

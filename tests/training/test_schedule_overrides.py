@@ -66,7 +66,7 @@ def test_reproduce_caps_read_each_value_as_train_does():
     """reproduce takes the same values as caps: left out and 0 rows (no bound) both leave the
     profile's 200,000 rows, a number below it caps it; -1 (once 'the profile's') is refused."""
     from assets.training import train_config
-    from cli.reproduce import ReproduceConfig, train_run
+    from cli.reproduce_config import ReproduceConfig, train_run
     from training.config import ScheduleOverrides
 
     def rows(caps):
