@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cli import datasets, evaluate, ingest, label, train
 from cli.checks import exit_on_check_errors
-from cli.flags import add_field_flag
+from cli.flags import SHARED_EPD, SHARED_PGN, add_field_flag
 from cli.output import print_table
 from cli.progress import new_bar
 from cli.runtime import materialize, open_instance, open_store, require_success
@@ -30,12 +30,6 @@ REAL_SPLIT = SplitConfig(val_fraction=0.1, test_fraction=0.2)
 DEMO_ARCHIVES = "ficsgamesdb_2024*_standard2000_*.pgn*"
 """The real archives of the demo in the data folder: FICS standard games averaging over 2000,
 January to April 2024 (4,177 games, 348,484 positions)."""
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-"""../shared/data beside the project."""
-SHARED_PGN = SHARED_DATA / "pgn"
-"""Where the shared archives are."""
-SHARED_EPD = SHARED_DATA / "epd"
-"""Where the shared EPD suites are (STS1-STS15, Kaufman's test)."""
 DEMO_DATASET = "sabatelli_3class"
 DEMO_MODEL = "mlp_counts_3class"
 """The network the demo trains (assets.training): a small MLP over the 12 piece counts, a material

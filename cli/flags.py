@@ -11,10 +11,17 @@ asked for by the same flags in every command: `add_limit_flags` and `limit_from_
 
 import argparse
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from pipeline.labels.uci import LIMIT_KINDS, Limit
 from pipeline.settings import field_docs, field_type, literal_choices
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+"""../shared/data beside the repository: the default of the demo's and reproduce's --data
+(SHARED_PGN, the archives) and --suites (SHARED_EPD: STS1-STS15, Kaufman's test)."""
+SHARED_PGN = SHARED_DATA / "pgn"
+SHARED_EPD = SHARED_DATA / "epd"
 
 
 def _show(value: Any) -> str:

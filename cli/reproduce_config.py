@@ -11,20 +11,19 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from cli.flags import SHARED_EPD, SHARED_PGN
 from pipeline.labels.uci import Limit
 from training.choices import Profile
 from training.config import ScheduleOverrides
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-
 
 @dataclass(frozen=True)
 class ReproduceConfig:
-    data: str = str(SHARED / "pgn")
+    data: str = str(SHARED_PGN)
     """Folder of the archives to reproduce on (read in place, linked into the store)."""
     archives: str = "*"
     """Only the archives whose path under the data folder matches this glob (e.g. 'ficsgamesdb_2024*')."""
-    suites: str = str(SHARED / "epd")
+    suites: str = str(SHARED_EPD)
     """Folder of the EPD suites (STS, Kaufman)."""
     models: tuple[str, ...] = ()
     """Model assets to reproduce (empty: every model but mlp_search_regression, ours on searched positions)."""

@@ -270,3 +270,17 @@ def test_the_default_folders_are_the_shared_data_beside_the_repository():
 
     shared = Path(__file__).resolve().parents[2].parent / "shared" / "data"
     assert (ReproduceConfig().data, ReproduceConfig().suites) == (str(shared / "pgn"), str(shared / "epd"))
+
+
+def test_the_demo_reads_the_same_shared_data_as_reproduce():
+    """docs/usage/demo.md: the demo's --data and --suites default to ../shared/data beside the
+    repository, the one folder reproduce reads too (a move of cli/ left the demo's pointing at
+    /shared/data)."""
+    from pathlib import Path
+
+    from cli.demo import DemoConfig
+    from cli.reproduce_config import ReproduceConfig
+
+    shared = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+    assert (DemoConfig().data, DemoConfig().suites) == (str(shared / "pgn"), str(shared / "epd"))
+    assert (DemoConfig().data, DemoConfig().suites) == (ReproduceConfig().data, ReproduceConfig().suites)
