@@ -12,11 +12,9 @@ from functools import cache
 import chess
 import chess.pgn
 import duckdb
-import pyarrow as pa
 
 from explorer.position import InputError, NotFound, PositionKey, placement_keys, position_key
 from pipeline.store.duck import load_sql
-from pipeline.store.schemas import POSITIONS_SCHEMA
 
 GAMES_LISTED = 20
 """Games listed (with links to their PGN) for a position."""
@@ -77,44 +75,19 @@ def store_summary(con: duckdb.DuckDBPyConnection) -> dict:
     return {"games": n, "note": None if n else INGEST_HINT}
 
 
-_NO_HITS = pa.schema(
-    [POSITIONS_SCHEMA.field(n) for n in ("game_id", "ply", "move_uci", "result", "white_elo", "black_elo")]
-).empty_table()
-HITS = "explorer_hits"
-"""The name explorer_position.sql reads a position's matching rows under (registered per query)."""
-
-
-def position_hits(con: duckdb.DuckDBPyConnection, keys: list[int], match: dict) -> pa.Table:
-    """The positions rows of any of `keys` that match the position in full (`match`: planes, side,
-    castling, ep, placement_only), as explorer_hits.sql selects them: the key-sorted position
-    index says which rows of which archive's positions file (explorer_index.sql), and only
-    those rows are read (so only the row groups that hold them)."""
-    parts = [
-        con.sql(_sql("explorer_hits"), params={**match, "file": file, "rows": rows}).to_arrow_table()
-        for file, rows in con.execute(_sql("explorer_index"), {"keys": keys}).fetchall()
-    ]
-    return pa.concat_tables(parts) if parts else _NO_HITS
-
-
 def explore(
     con: duckdb.DuckDBPyConnection, board: chess.Board, games_listed: int = GAMES_LISTED, placement_only: bool = False
 ) -> dict:
     """Everything the store's games say about `board`: how many games reached it, results by
     rating band, the moves played from it (counts, results, score for the mover) and the
-    strongest games that reached it (links to their PGN). Reads the row groups of the position
-    index and of positions that hold the position, not the whole store.
+    strongest games that reached it (links to their PGN). One scan of positions.
     placement_only: every position with `board`'s pieces on their squares (either side to
     move, any castling or en-passant right); a move's SAN is then as if `board`'s side moved."""
     pk = position_key(board)
     keys = placement_keys(board) if placement_only else [pk.key]
-    params = {**pk.params(), "placement_only": placement_only}
+    params = {**pk.params(), "keys": keys, "placement_only": placement_only}
     del params["key"]
-    hits = position_hits(con, keys, params)
-    con.register(HITS, hits)
-    try:
-        row = _rows(con, "explorer_position", {**BANDS.params(), "limit": games_listed})[0]
-    finally:
-        con.unregister(HITS)
+    row = _rows(con, "explorer_position", {**params, **BANDS.params(), "limit": games_listed})[0]
     bands = row["bands"] or []
     empty = {"games": 0, "white_wins": 0, "draws": 0, "black_wins": 0}
     total = bands[0] if bands and bands[0]["band"] is None else empty

@@ -21,15 +21,13 @@ import pyarrow.parquet as pq
 
 from pipeline.ingest.archive import MAX_GAME_BYTES, ArchiveError, ArchiveNotes, RawGame, iter_raw_games, open_text
 from pipeline.ingest.games import GAMES_SCHEMA, POSITIONS_SCHEMA, REJECTED_SCHEMA, process_games
-from pipeline.store import position_index, storage
+from pipeline.store import storage
 from pipeline.store.storage import remove_stale_tmp
 from pipeline.store.storage_leases import Lease
 from pipeline.store.store import Store
 from pipeline.store.store_files import AtomicParquetWriter, raise_if_no_space
 
 TABLES = ("games", "rejected_games", "positions")
-WRITTEN = (*TABLES, position_index.TABLE)
-"""Every table an archive's ingest writes: the three above and the positions' key-sorted index."""
 SCHEMAS = {"games": GAMES_SCHEMA, "rejected_games": REJECTED_SCHEMA, "positions": POSITIONS_SCHEMA}
 
 
@@ -66,13 +64,8 @@ class IngestConfig:
     batch_games: int = 250
     """Games per unit of work sent to a worker: small enough to spread an archive of a few
     thousand games over every core; chunk_games must be a multiple of it."""
-    index_row_group: int = position_index.INDEX_ROW_GROUP
-    """Rows per row group of the archive's key-sorted position index: a key lookup reads about
-    one such row group per archive."""
 
     def __post_init__(self) -> None:
-        if self.index_row_group < 1:
-            raise ValueError(f"index_row_group must be at least 1, got {self.index_row_group}")
         if self.batch_games < 1 or self.chunk_games < 1 or self.chunk_games % self.batch_games:
             raise ValueError(
                 f"chunk_games ({self.chunk_games}) must be a positive multiple of batch_games ({self.batch_games})"
@@ -199,13 +192,13 @@ def ingest_archive(
     disk raises NoSpaceError, whose message names the file system, and leaves no file.
     """
     with store.partition_lock(key, on_wait=on_wait) as lease:
-        made = [] if store.remote else [t for t in WRITTEN if not store.partition_dir(t, key).exists()]
-        for table in WRITTEN:
+        made = [] if store.remote else [t for t in TABLES if not store.partition_dir(t, key).exists()]
+        for table in TABLES:
             # No other run writes this partition while we hold its lock: any temporary file
             # here was left by a killed run (never visible to readers).
             remove_stale_tmp(store.partition_dir(table, key))
         # Those that killed runs left in other partitions go too (a live writer's are flock'ed).
-        store.remove_dead_writers_tmp(WRITTEN)
+        store.remove_dead_writers_tmp(TABLES)
         try:
             return _ingest_locked(store, key, Path(path), config, progress, lease)
         except BaseException as e:
@@ -224,16 +217,13 @@ def _ingest_locked(
     stats = IngestStats(archive=key)
     start = time.perf_counter()
     writers = {}
-    keys: list[pa.ChunkedArray] = []
     try:
         for t in TABLES:
             writers[t] = AtomicParquetWriter(store.partition_file(t, key), SCHEMAS[t], WRITE_OPTIONS[t])
-        writers[position_index.TABLE] = position_index.index_writer(store, key)
         for games, rejected, positions in _results(key, path, config, stats.notes):
             writers["games"].write(games)
             writers["rejected_games"].write(rejected)
             writers["positions"].write(positions)
-            keys.append(positions.column("position_key"))
             stats.games += games.num_rows
             stats.rejected += rejected.num_rows
             stats.positions += positions.num_rows
@@ -243,10 +233,8 @@ def _ingest_locked(
                 progress(stats)
         if stats.games + stats.rejected == 0:
             raise ArchiveError(f"{path.name}: no games found; is it a PGN file?")
-        index = pa.chunked_array([c for k in keys for c in k.chunks], pa.uint64())
-        position_index.write_index(writers[position_index.TABLE], index, config.index_row_group)
-        for w in writers.values():
-            w.close()
+        for t in TABLES:
+            writers[t].close()
         if lease is not None:
             lease.check()  # an S3 writer whose partition lease was taken over commits nothing
     except BaseException as e:

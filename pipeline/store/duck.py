@@ -20,7 +20,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.store import storage
-from pipeline.store.position_index import ensure_position_index
 from pipeline.store.schemas import table_schemas
 from pipeline.store.store import Store
 from pipeline.store.store_files import atomic_path
@@ -31,7 +30,6 @@ VIEW_ORDER = (
     "games",
     "rejected_games",
     "positions",
-    "position_index",
     "archives",
     "distinct_positions",
     "labels",
@@ -126,7 +124,6 @@ def create_views(store: Store) -> Path:
         )
     store.ensure()
     ensure_schema_files(store)
-    ensure_position_index(store)
     with atomic_path(store.duckdb_path) as tmp:
         tmp.unlink()  # DuckDB makes its own file; an empty one is not a database
         with duckdb.connect(str(tmp)) as con:
@@ -158,8 +155,6 @@ def views_built_for(path: Path) -> str | None:
     or one from before the guard)."""
     try:
         with duckdb.connect(str(path), read_only=True) as con:
-            if not con.sql("SELECT count(*) FROM duckdb_views() WHERE view_name = 'position_lookup'").fetchall()[0][0]:
-                return None  # built before the position index: rebuilt with its views
             return con.sql("SELECT chess_store_file()").fetchall()[0][0]
     except duckdb.Error:
         return None
@@ -170,8 +165,6 @@ def refresh_views(store: Store) -> Path:
     (the store was copied or moved), so its views read this store."""
     if views_built_for(store.duckdb_path) != store_file(store):
         create_views(store)
-    else:
-        ensure_position_index(store)  # a store written before the index: built once, here
     return store.duckdb_path
 
 

@@ -153,15 +153,6 @@ POSITIONS = Table(
     ),
 )
 
-POSITION_INDEX = Table(
-    "position_index",
-    "position_index/archive=<key>/data.parquet",
-    "positions' keys sorted, per archive: a key lookup reads the row groups whose key range holds it "
-    "(min/max statistics), then only those rows of positions (file_row_number = row)",
-    _POSITION_IDENTITY[:1]
-    + _columns(("row", pa.uint32(), "the position's row number in its archive's positions file, from 0")),
-)
-
 LABELS = Table(
     "labels",
     "labels/<engine>_<limit>[_hash-kept]/part-*.parquet",
@@ -274,7 +265,6 @@ TABLES: dict[str, Table] = {
         GAMES,
         REJECTED_GAMES,
         POSITIONS,
-        POSITION_INDEX,
         LABELS,
         LABEL_FAILURES,
         DATASETS,
@@ -288,7 +278,6 @@ TABLES: dict[str, Table] = {
 GAMES_SCHEMA = GAMES.schema
 REJECTED_SCHEMA = REJECTED_GAMES.schema
 POSITIONS_SCHEMA = POSITIONS.schema
-POSITION_INDEX_SCHEMA = POSITION_INDEX.schema
 LABELS_SCHEMA = LABELS.schema
 FAILURES_SCHEMA = LABEL_FAILURES.schema
 METRICS_SCHEMA = MODEL_METRICS.schema

@@ -1,7 +1,8 @@
--- Opening explorer: what the store's games say about one position. Its rows (explorer_hits:
--- game_id, ply, move_uci, result and Elos of each row matching the position) are found first
--- through the key-sorted position index (explorer_index.sql, explorer_hits.sql), so the lookup
--- reads only the row groups that hold them. One row:
+-- Opening explorer: what the store's games say about one position, in one scan of positions.
+-- A position is matched in full (key, planes, side to move, castling, en passant), so a
+-- Zobrist collision never mixes two positions; with $placement_only, on its pieces alone
+-- ($keys holds the key of every side to move / castling / en passant the placement allows,
+-- planes the placement). One row:
 --   bands: games that reached the position (each once) by rating band of the players'
 --          average Elo (band = its lower edge, clamped to [$lowest, $highest]; 'unrated' when
 --          either player has no rating); the band NULL row is every game: the explorer's count;
@@ -9,7 +10,11 @@
 --   games: the $limit strongest games that reached it (average Elo, unrated last), with the
 --          ply at which each first reached it.
 WITH hits AS MATERIALIZED (
-    SELECT game_id, ply, move_uci, result, white_elo, black_elo FROM explorer_hits
+    SELECT game_id, ply, move_uci, result, white_elo, black_elo
+    FROM positions
+    WHERE position_key IN (SELECT unnest($keys)) AND planes = $planes
+      AND ($placement_only
+           OR (side_to_move = $side AND castling = $castling AND ep_square IS NOT DISTINCT FROM $ep))
 ), reached AS (
     SELECT game_id, min(ply) AS ply, any_value(result) AS result,
            any_value(white_elo) AS white_elo, any_value(black_elo) AS black_elo
