@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 
-.PHONY: install demo test test-fast lint ui bench cluster-test docs clean clean-store
+.PHONY: install demo test test-fast lint ui bench scale cluster-test docs clean clean-store
 
 install: $(STAMP)
 	@scripts/install_stockfish.sh
@@ -60,6 +60,13 @@ bench: install
 	$(BIN)/python benchmarks/search.py
 	$(BIN)/python benchmarks/search_positions.py
 	$(BIN)/python benchmarks/evaluation.py
+
+# The store at a real archive's scale (issue 38): an archive of 50M positions made from the real
+# openings, ingested, and every figure timed against its target (about an hour on 2 cores);
+# the archive and the store live in a temporary folder, removed after. Smaller: make scale SCALE_POSITIONS=2000000
+SCALE_POSITIONS ?= 50000000
+scale: install
+	$(BIN)/python benchmarks/scale.py --positions $(SCALE_POSITIONS)
 
 # Build output only: the venv, setuptools' build folders, the compiled ingest loops, caches.
 # The store (archives, Parquet tables, labels, models, Dagster runs) stays: see clean-store.
