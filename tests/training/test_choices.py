@@ -15,7 +15,11 @@ from training.encoders import ENCODERS
 from training.models import ACTIVATIONS, CNN, MLP, PRESETS, Activation, ModelKind, ModelSpec, OptimizerName, build_model
 from training.train import TrainConfig, _optimizer, main, resolve_device
 
-VALID = {"kind": ("mlp", "cnn", "piece_values", "siamese"), "activation": ("relu", "elu"), "optimizer": ("adam", "sgd")}
+VALID = {
+    "kind": ("mlp", "cnn", "piece_values", "siamese", "tapered"),
+    "activation": ("relu", "elu"),
+    "optimizer": ("adam", "sgd"),
+}
 
 
 def test_the_choice_types_hold_what_the_code_builds():
