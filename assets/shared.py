@@ -27,6 +27,9 @@ MODEL_TAG = "model"
 """The tag every model asset and its evaluation assets (eval_<kind>_<model>: suites, matches,
 report, DeepChess's pairs, the piece values) carry: the model asset's name (the UI filters by it;
 reproduction_job leaves models out by it)."""
+RUN_FOLDER_TAG = "chess-pipeline/run-folder"
+"""The tag naming the run folder a model run trains in (models/<model>/<folder>; default: the run's
+id): reproduce gives a model run killed half-way its first folder again, so it trains on from its checkpoint."""
 COMMAND_TAG = "chess-pipeline/command"
 """The tag of every run the CLI starts: the command that started it (the reproduction's steps
 sum the runs of `reproduce`)."""

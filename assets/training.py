@@ -7,7 +7,7 @@ import dagster as dg
 from assets.config import DescribedConfig, config_from
 from assets.metadata import png_md
 from assets.resources import StoreResource
-from assets.shared import MODEL_TAG
+from assets.shared import MODEL_TAG, RUN_FOLDER_TAG
 from assets.shared import MODELS_GROUP as GROUP
 from pipeline.datasets.datasets import dataset_problem, protocol_text
 from pipeline.play.evaluation import write_model_metrics
@@ -131,7 +131,7 @@ def train_and_record(
     or its published-split copy), its figures into `st`'s model_metrics under (key, dataset),
     and the asset's metadata: the schedule, the test figures beside the baselines, the charts."""
     m = MODELS[name]
-    out = st.root / "models" / key / context.run.run_id
+    out = st.root / "models" / key / context.run.tags.get(RUN_FOLDER_TAG, context.run.run_id)
     cfg = train_config(name, config, str(train_store.root), str(out))
     start = time.monotonic()
     from training.train import train  # the run's imports: not when the definitions load
