@@ -8,6 +8,7 @@ Markdown. No Dagster, no torch.
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from pipeline.research.intervals import interval_text
 from pipeline.research.published import PAIRS_ON_PUBLISHED_SPLIT, Figure, fmt
 
 PUBLISHED_SPLIT = "published_split_"
@@ -26,7 +27,8 @@ class Ours:
     n: int | None
     """Positions, pairs, games or suite positions the value was measured on (None: not recorded)."""
     interval: tuple[float, float] | None = None
-    """Its 95% interval where the store holds one (<metric>_low95 / _high95 rows: Kaufman's delta)."""
+    """Its 95% interval where the store holds one (<metric>_low95 / _high95 rows: Kaufman's delta,
+    DeepChess's buckets, STS points, piece values, match scores; pipeline.research.intervals)."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,7 @@ def _cell(ours: Ours | None, f: Figure) -> tuple[str, str]:
         return "not measured", "-"
     value = fmt(ours.value, f.unit)
     if ours.interval is not None:
-        value += f" (95% interval {fmt(ours.interval[0], f.unit)}-{fmt(ours.interval[1], f.unit)})"
+        value = interval_text(value, fmt(ours.interval[0], f.unit), fmt(ours.interval[1], f.unit), ours.n)
     return value, "-" if ours.n is None else f"{ours.n:,}"
 
 
