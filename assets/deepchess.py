@@ -85,6 +85,7 @@ def evaluate_pairs(
     from pipeline.play.deepchess_eval import static_evals
     from pipeline.play.evaluation import load_suites, suite_files
     from pipeline.play.suites import is_sts
+    from pipeline.research.intervals import interval_rows, interval_text, wilson_interval
     from pipeline.store import storage
     from training.checkpoints import store_location
     from training.data import LoaderConfig
@@ -115,19 +116,22 @@ def evaluate_pairs(
         f"{static.from_engine:,} from the engine now, {static.missing:,} none (in check)"
     )
     buckets = bucket_accuracy(comparator, pairs, static.cp, config.max_pairs, config.seed)
-    rows = []
+    rows, intervals = [], {}
     for name, b in buckets.items():
         acc, n = DEEPCHESS_BUCKETS[name]
+        intervals[name] = lo, hi = wilson_interval(b.correct, b.pairs)
         rows.append(
             (
                 SUITE,
                 name,
                 b.accuracy if b.pairs else 0.0,
                 b.pairs,
-                f"positions: {b.left_positions:,} from White wins, {b.right_positions:,} from Black wins; "
-                f"published {acc:.2%} over {n:,} pairs",
+                interval_text(f"{b.accuracy if b.pairs else 0.0:.2%}", f"{lo:.2%}", f"{hi:.2%}", b.pairs)
+                + f" (Wilson, each pair one observation); positions: {b.left_positions:,} from White wins, "
+                f"{b.right_positions:,} from Black wins; published {acc:.2%} over {n:,} pairs",
             )
         )
+        rows += interval_rows(SUITE, name, lo, hi, b.pairs, "Wilson's, each pair one observation")
     rows.append(
         (
             SUITE,
@@ -168,12 +172,15 @@ def evaluate_pairs(
             "static_from_labels": static.from_labels,
             "static_from_engine": static.from_engine,
             "buckets": dg.MetadataValue.md(
-                "| bucket | ours | pairs | published | published pairs |\n|---|---|---|---|---|\n"
+                "| bucket | ours | 95% (Wilson) | pairs | published | published pairs |\n|---|---|---|---|---|---|\n"
                 + "\n".join(
-                    f"| {md_cell(k)} | {b.accuracy:.2%} | {b.pairs:,} | {DEEPCHESS_BUCKETS[k][0]:.2%} | "
-                    f"{DEEPCHESS_BUCKETS[k][1]:,} |"
+                    f"| {md_cell(k)} | {b.accuracy:.2%} | {intervals[k][0]:.2%}-{intervals[k][1]:.2%} | {b.pairs:,} "
+                    f"| {DEEPCHESS_BUCKETS[k][0]:.2%} | {DEEPCHESS_BUCKETS[k][1]:,} |"
                     for k, b in buckets.items()
                 )
+            ),
+            "bucket_intervals": dg.MetadataValue.json(
+                {k: {"n": b.pairs, "low95": intervals[k][0], "high95": intervals[k][1]} for k, b in buckets.items()}
             ),
             "path": dg.MetadataValue.path(str(report)),
         }

@@ -47,6 +47,7 @@ import pyarrow.parquet as pq
 import torch
 
 from pipeline.datasets.datasets import built_with, protocol_text
+from pipeline.research.intervals import interval_rows, interval_text, percentile_interval, ratio_draws
 from pipeline.research.published import TEAM44
 from pipeline.store.storage_paths import StorePath
 from training.checkpoints import load_model, store_location
@@ -151,6 +152,12 @@ class PieceValueReport:
     say a piece is worth, with no context, the yardstick for ours."""
     counts: dict = field(default_factory=dict)
     """phase -> {piece type -> pieces}, and 'positions' -> {phase -> positions}."""
+    intervals: dict = field(default_factory=dict)
+    """piece type -> (low, high) of its 95% interval (pawn = 1): a seeded bootstrap resampling the
+    test split's games (its positions are not independent), each with all its pieces; empty
+    when the split has no game_id."""
+    interval_games: int = 0
+    """Games the intervals resampled."""
     split: dict = field(default_factory=dict)
     """How the test file was split (pipeline.datasets.datasets.built_with: `by` game or position, `guard`):
     ours, or the published protocol (by position, no leakage guard)."""
@@ -171,8 +178,11 @@ class PieceValueReport:
         for i, t in enumerate(PIECE_TYPES):
             book = f"{BOOK_VALUES[i]:g}" if i < len(BOOK_VALUES) else "-"
             fit = self.linear_fit.get(t)
+            ci = self.intervals.get(t)
             lines.append(
-                f"| {t} | {self.relative.get(t, math.nan):.2f} | {TEAM44.get(t, 1.0 if t == 'pawn' else '-')} "
+                f"| {t} | {self.relative.get(t, math.nan):.2f}"
+                + ("" if ci is None or t == "pawn" else f" (95%: {ci[0]:.2f}-{ci[1]:.2f})")
+                + f" | {TEAM44.get(t, 1.0 if t == 'pawn' else '-')} "
                 f"| {book} | {'-' if fit is None else f'{fit / pawn_fit:.2f}'} | {self.average.get(t, math.nan):.3f} "
                 f"| {'-' if fit is None else f'{fit:.3f}'} |"
             )
@@ -204,7 +214,13 @@ class PieceValueReport:
             n = sum(self.counts.get(p, {}).get(t, 0) for p in PHASES)
             if t in self.relative:
                 pub = f"Team 44 {TEAM44[t]}, book {BOOK_VALUES[i]:g}" if t in TEAM44 else ""
-                rows.append((suite, f"value_{t}", self.relative[t], n, f"pawn = 1; {pub}".rstrip("; ")))
+                detail = f"pawn = 1; {pub}".rstrip("; ")
+                if t in self.intervals:
+                    lo, hi = self.intervals[t]
+                    how = f"seeded bootstrap over the test split's {self.interval_games:,} games"
+                    detail = f"{interval_text(f'{self.relative[t]:.2f}', f'{lo:.2f}', f'{hi:.2f}', n)}, {how}; {detail}"
+                    rows += interval_rows(suite, f"value_{t}", lo, hi, n, how)
+                rows.append((suite, f"value_{t}", self.relative[t], n, detail))
             if t in self.linear_fit and self.linear_fit.get("pawn"):
                 rows.append(
                     (
@@ -360,6 +376,10 @@ def evaluate_piece_values(
     if not tab.num_rows:
         return rep
     phase = np.array(tab.column("phase").to_pylist())
+    by_game = "game_id" in tab.column_names
+    game = np.unique(tab.column("game_id").to_numpy(), return_inverse=True)[1].ravel() if by_game else None
+    games = int(game.max()) + 1 if by_game else 0
+    game_sums, game_counts = np.zeros(games * 6), np.zeros(games * 6)  # (game, piece type), for the intervals
     preds = np.empty(tab.num_rows)
     sums = {p: np.zeros(6) for p in PHASES}
     counts = {p: np.zeros(6, dtype=np.int64) for p in PHASES}
@@ -374,6 +394,10 @@ def evaluate_piece_values(
             m = ph == p
             sums[p] += np.bincount(pt[m], weights=vv[m], minlength=6)
             counts[p] += np.bincount(pt[m], minlength=6)
+        if by_game:
+            key = game[where][rows.position.cpu().numpy()] * 6 + pt
+            game_sums += np.bincount(key, weights=vv, minlength=games * 6)
+            game_counts += np.bincount(key, minlength=games * 6)
     y = tab.column(target).to_numpy().astype(np.float64)
     err = preds - y
     rep.mse, rep.mae = float(np.mean(err**2)), float(np.mean(np.abs(err)))
@@ -398,6 +422,23 @@ def evaluate_piece_values(
             if counts[p][0]:
                 row["pawn_raw"] = float(a[0])
             rep.by_phase[p] = row
+    if by_game and total_n[0]:
+        rep.intervals, rep.interval_games = value_intervals(game_sums, game_counts, rep.relative), games
     rep.counts = {p: {t: int(counts[p][i]) for i, t in enumerate(PIECE_TYPES)} for p in PHASES}
     rep.counts["positions"] = {p: int((phase == p).sum()) for p in PHASES}
     return rep
+
+
+VALUE_RESAMPLES = 1000
+"""Bootstrap draws of the piece values' intervals (each draw re-weights every game: 1,000 keep a
+100,000-row test split's under a second)."""
+
+
+def value_intervals(game_sums: np.ndarray, game_counts: np.ndarray, relative: dict, seed: int = 0) -> dict:
+    """piece type -> (low, high) 95% interval of its mean value over the pawn's (pawn = 1), from
+    each game's (game x 6 piece types) sums and counts of values: a seeded bootstrap of whole games
+    (pipeline.research.intervals.ratio_draws), so a game's many near-identical positions count once."""
+    draws = ratio_draws(game_sums.reshape(-1, 6), game_counts.reshape(-1, 6), VALUE_RESAMPLES, seed)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = draws / draws[:, :1]
+    return {t: percentile_interval(rel[:, i], relative[t]) for i, t in enumerate(PIECE_TYPES) if t in relative}

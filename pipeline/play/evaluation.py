@@ -30,7 +30,6 @@ from pipeline.play.matches import (
     pairings,
     play_game,
     play_pairing,
-    wilson_interval,
 )
 from pipeline.play.search import AlphaBeta, Evaluator, RandomPlayer, SearchPlayer, StockfishPlayer
 from pipeline.play.suites import (
@@ -46,6 +45,7 @@ from pipeline.play.suites import (
     read_epd,
     score_suite,
 )
+from pipeline.research.intervals import interval_rows, interval_text, mean_interval, small_sample, wilson_interval
 from pipeline.research.published import HUI_RANDOM_PEAK, KAUFMAN_ANCHOR
 from pipeline.store.duck import load_sql
 from pipeline.store.schemas import METRICS_SCHEMA, RESULTS_SCHEMA
@@ -241,12 +241,12 @@ def score_searched(
         d = depth_label(depth)
         log(f"{name} {d}: {s.points}/{s.max_points} points, {s.solved}/{s.scored} solved")
         if report.sts:
-            rows.append((name, f"points_{d}", s.points, s.pointed, f"of {s.max_points}"))
+            rows += sts_point_rows(name, f"points_{d}", s, None, f"of {s.max_points}")
             rows.append(
                 (name, f"percent_{d}", 100.0 * s.points / s.max_points if s.max_points else 0.0, s.pointed, STS_ANCHOR)
             )
-            for theme, (pts, top, n) in sorted(s.themes.items()):
-                rows.append((f"{name}/{theme}", f"points_{d}", pts, n, f"of {top}"))
+            for theme, (_, top, _) in sorted(s.themes.items()):
+                rows += sts_point_rows(f"{name}/{theme}", f"points_{d}", s, theme, f"of {top}")
         if s.scored:
             rows.append((name, f"solved_{d}", s.solved, s.scored, f"of {s.scored} with bm/am"))
         if name.lower().startswith("kaufman") and pool is not None and kaufman_limit is not None:
@@ -267,6 +267,17 @@ def score_searched(
             found = sum(x.move == x.reference for x in deltas)
             rows.append((name, f"best_moves_found_{d}", found, len(deltas), KAUFMAN_ANCHOR))
     return report, rows
+
+
+def sts_point_rows(suite: str, metric: str, s: SuiteScore, theme: str | None, detail: str) -> list[Row]:
+    """STS points of the suite (theme None) or of one theme, with n (its positions) and a seeded
+    bootstrap 95% interval over the positions (`metric`_low95 / _high95 rows)."""
+    m = s.points_interval(theme)
+    if m is None:
+        return [(suite, metric, 0.0, 0, detail)]
+    how = "seeded bootstrap over the positions"
+    text = interval_text(f"{m.mean:g}", f"{m.low:.0f}", f"{m.high:.0f}", m.n)
+    return [(suite, metric, m.mean, m.n, f"{detail}; {text}"), *interval_rows(suite, metric, m.low, m.high, m.n, how)]
 
 
 @dataclass
@@ -299,19 +310,29 @@ class MatchConfig:
 
 
 def match_rows(m: MatchResult, opponent: str, anchor: str = "") -> list[Row]:
+    """A match's score and win ratio (an unfinished game: no points, no win), each with n games and
+    a seeded bootstrap 95% interval clustered by opening (an opening's two games, colours swapped,
+    are one unit: `score_low95` ... rows); a match of fewer than SMALL_N games says it is
+    indicative only."""
     pts, w, d, lost, u = m.score(m.a)
     n = len(m.games)
-    lo, hi = wilson_interval(w, n)
-    return [
-        (opponent, "score", pts / n if n else 0.0, n, f"{w} won, {d} drawn, {lost} lost, {u} unfinished"),
-        (
-            opponent,
-            "win_ratio",
-            w / n if n else 0.0,
-            n,
-            f"95% CI {lo:.3f}-{hi:.3f}" + (f"; {anchor}" if anchor else ""),
-        ),
-    ]
+    if not n:
+        return [(opponent, "score", 0.0, 0, "no games"), (opponent, "win_ratio", 0.0, 0, "no games")]
+    mine = [(g.white_score if g.white == m.a else 1.0 - g.white_score) if g.white_score is not None else 0.0
+            for g in m.games]  # fmt: skip
+    openings = [g.opening for g in m.games]
+    how = "seeded bootstrap clustered by opening"
+    flag = small_sample(n)
+    rows = []
+    for metric, values, first in (
+        ("score", mine, f"{w} won, {d} drawn, {lost} lost, {u} unfinished"),
+        ("win_ratio", [float(x == 1.0) for x in mine], anchor),
+    ):
+        c = mean_interval(values, openings)
+        text = interval_text(f"{c.mean:.3f}", f"{c.low:.3f}", f"{c.high:.3f}", n) + f", {c.clusters} openings"
+        detail = "; ".join(x for x in (first, text, flag) if x)
+        rows += [(opponent, metric, c.mean, n, detail), *interval_rows(opponent, metric, c.low, c.high, n, how)]
+    return rows
 
 
 Planned = tuple[MatchSpec, list[EpdPosition], str, str]
@@ -520,20 +541,23 @@ def report_markdown(model: str, rows: list[tuple], charts: list[str]) -> str:
     paths relative to the report file."""
     lines = [f"# Evaluation of {model}", "", "## Published figures", "", "| test | published |", "|---|---|"]
     lines += [f"| {a} | {b} |" for a, b in PUBLISHED]
+    rows = [r for r in rows if not r[1].endswith(("_low95", "_high95"))]  # each figure's detail gives its interval
     main = [r for r in rows if "/" not in r[0] and r[0] != "elo"]
     lines += ["", "## Ours", "", "| suite / opponent | metric | value | n | detail |", "|---|---|---|---|---|"]
     lines += [f"| {s} | {m} | {v:.4g} | {n} | {d.replace('|', chr(92) + '|')} |" for s, m, v, n, d in main]
     elo = [r for r in rows if r[0] == "elo"]
     if elo:
         lines += ["", "## Elo", "", "| player | Elo | games | detail |", "|---|---|---|---|"]
-        lines += [f"| {m} | {v:.0f} | {n} | {d} |" for _, m, v, n, d in elo]
+        flagged = [(m, v, n, "; ".join(x for x in (d, small_sample(n)) if x)) for _, m, v, n, d in elo]
+        lines += [f"| {m} | {v:.0f} | {n} | {d} |" for m, v, n, d in flagged]
     grid = [r for r in rows if r[0].startswith(GRID_SUITE)]
     if grid:  # Lubeck's grid: a score and an Elo difference per cell (reports/lubeck_grid.md has the table)
         lines += ["", "## Lubeck's grid", "", "| cell | metric | value | games | detail |", "|---|---|---|---|---|"]
         lines += [f"| {s.removeprefix(GRID_SUITE)} | {m} | {v:.4g} | {n} | {d} |" for s, m, v, n, d in grid]
     themes = [r for r in rows if "/" in r[0] and not r[0].startswith(GRID_SUITE)]
     if themes:
-        lines += ["", "## STS by theme", "", "| theme | metric | points | positions | max |", "|---|---|---|---|---|"]
+        lines += ["", "## STS by theme", "", "| theme | metric | points | positions | detail |"]
+        lines += ["|---|---|---|---|---|"]
         lines += [f"| {s.split('/', 1)[1]} | {m} | {v:.0f} | {n} | {d} |" for s, m, v, n, d in themes]
     if charts:
         lines += ["", "## Charts", ""] + [f"![{Path(c).stem}]({c})" for c in charts]

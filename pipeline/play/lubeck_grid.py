@@ -27,9 +27,11 @@ The challenger is the network, or (GridConfig.challenger) Stockfish's own static
 far better evaluation than the traditional one and a slower one, the reference that shows where
 a better evaluation stops paying for itself; "the network" below stands for either.
 
-Per cell: the network's score with a 95% interval (Wilson's, on the score as a proportion of
-games: with draws it is a little wider than needed) and the Elo difference with its interval
-(the logistic transform of the score and of both ends of its interval).
+Per cell: the network's score with a 95% interval, a seeded bootstrap clustered by start
+position (a start position's two games, colours swapped, are one unit, and the same start
+positions are played in every cell of their kind: start positions are resampled, not games),
+and the Elo difference with its interval (the logistic transform of the score and of both ends
+of its interval). A cell of fewer than SMALL_N games says it is indicative only.
 """
 
 from __future__ import annotations
@@ -47,9 +49,10 @@ import numpy as np
 from pipeline.labels.pool import EnginePool
 from pipeline.labels.uci import Limit
 from pipeline.parallel import close, ordered_map, resolve_workers
-from pipeline.play.matches import GameResult, play_game, wilson_interval
+from pipeline.play.matches import GameResult, play_game
 from pipeline.play.search import AlphaBeta, Evaluator, MaterialEvaluator, SearchPlayer
 from pipeline.play.suites import engine_evaluations
+from pipeline.research.intervals import SMALL_N, interval_rows, mean_interval, small_sample
 from pipeline.store.duck import load_sql
 
 StartKind = Literal["quiet", "tactical"]
@@ -444,21 +447,35 @@ class CellResult:
     openings: list[str] = field(default_factory=list)
 
 
+def score_interval(points: Sequence[float], starts: Sequence[str]) -> tuple[float, float]:
+    """95% interval of a score (points per game) from games played from start positions: a
+    seeded bootstrap resampling start positions, each with all its games; (0, 1) with fewer than
+    two start positions (one unit says nothing of the spread)."""
+    if len(set(starts)) < 2:
+        return 0.0, 1.0
+    m = mean_interval(points, list(starts))
+    return m.low, m.high
+
+
 def cell_result(cell: Cell, results: Sequence[TaskResult], network: str) -> CellResult:
     games = [g for r in results for g in r.games]
     me = player_name(network, cell, results[0].task.quiescence if results else 0)
     w = d = lost = adj = 0
-    for g in games:
-        s = g.white_score
-        mine = s if g.white == me else 1.0 - s
-        w += mine == 1.0
-        d += mine == 0.5
-        lost += mine == 0.0
-        adj += "adjudicated" in g.termination
+    points, starts = [], []
+    for r in results:
+        for g in r.games:
+            s = g.white_score
+            mine = s if g.white == me else 1.0 - s
+            w += mine == 1.0
+            d += mine == 0.5
+            lost += mine == 0.0
+            adj += "adjudicated" in g.termination
+            points.append(mine)
+            starts.append(r.task.start.id)
     n = len(games)
     pts = w + 0.5 * d
     score = pts / n if n else 0.0
-    lo, hi = wilson_interval(pts, n)  # a float count: Wilson's interval of the score
+    lo, hi = score_interval(points, starts)
     nd = [x for r in results for x in r.depths("network")]
     md = [x for r in results for x in r.depths("material")]
     return CellResult(
@@ -520,10 +537,14 @@ class GridResult:
                     "score",
                     c.score,
                     c.games,
-                    f"+{c.wins} ={c.draws} -{c.losses} ({c.adjudicated} adjudicated); 95% CI "
-                    f"{c.score_low:.3f}-{c.score_high:.3f}; {budgets}; {GRID_ANCHOR}",
+                    f"+{c.wins} ={c.draws} -{c.losses} ({c.adjudicated} adjudicated); 95% "
+                    f"{c.score_low:.3f}-{c.score_high:.3f} (clustered by start position, "
+                    f"{len(set(c.openings))} of them); "
+                    + "; ".join(x for x in (small_sample(c.games), budgets, GRID_ANCHOR) if x),
                 )
             )
+            how = "seeded bootstrap clustered by start position"
+            out += [(model, *r) for r in interval_rows(suite, "score", c.score_low, c.score_high, c.games, how)]
             out.append(
                 (
                     model,
@@ -578,7 +599,9 @@ class GridResult:
             + f"). Each start position is played twice, colours swapped; games unfinished after "
             f"{cfg.max_plies} plies are adjudicated by Stockfish depth {cfg.adjudicate_depth} "
             f"(beyond +/-{cfg.adjudicate_cp} cp a win, else a draw). Score: {self.network}'s points per game, "
-            f"95% Wilson interval; Elo difference from the score and its interval's ends.\n\n"
+            f"95% interval by a seeded bootstrap over start positions (a start position's two games are one "
+            f"unit; the same start positions recur in every cell of their kind); Elo difference from the score "
+            f"and its interval's ends. A cell of fewer than {SMALL_N} games is indicative only.\n\n"
             f"Start positions from the store's games (plies {cfg.min_ply}-{cfg.max_ply}, seed {cfg.seed}): "
             f"quiet when Stockfish's static evaluation and its depth-{cfg.probe_depth} search differ by at most "
             f"{cfg.quiet_max_gap_cp} cp, tactical when by {cfg.tactical_min_gap_cp} cp or more; both not in check "

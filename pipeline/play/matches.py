@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from pipeline.play.search import Player
 from pipeline.play.suites import EpdPosition
+from pipeline.research.intervals import wilson_interval  # noqa: F401 (importers take it from here too)
 from pipeline.store.schemas import MATCH_GAMES_SCHEMA
 from pipeline.store.store import Store
 from pipeline.store.store_files import atomic_path, write_parquet
@@ -245,16 +246,6 @@ def write_games(store: Store, asset: str, run_id: str, matches: Iterable[MatchRe
     )
     write_parquet(store.root / "match_games" / asset / f"{run_id}.parquet", table)
     return pgn, len(games)
-
-
-def wilson_interval(wins: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% confidence interval of a proportion (Wilson score interval)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = wins / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @dataclass

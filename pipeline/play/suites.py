@@ -28,6 +28,7 @@ import chess
 
 from pipeline.labels.pool import EnginePool
 from pipeline.labels.uci import Evaluation, Job, Limit
+from pipeline.research.intervals import RESAMPLES, MeanInterval, interval_rows, mean_interval
 
 
 @dataclass
@@ -252,6 +253,18 @@ class SuiteScore:
     """Positions with STS points (the points' denominator)."""
     themes: dict[str, list[int]] = field(default_factory=dict)
     """STS theme -> [points, max points, positions]."""
+    got: list[tuple[str, int]] = field(default_factory=list)
+    """Each position with STS points: (its theme, the points the move got), for the intervals."""
+
+    def points_interval(self, theme: str | None = None, seed: int = 0) -> MeanInterval | None:
+        """Total STS points (of the suite, or of one theme) with a seeded bootstrap 95% interval
+        over its positions (each position one observation: the suite's positions are distinct);
+        None when no position has points."""
+        x = [pts for t, pts in self.got if theme is None or t == theme]
+        if not x:
+            return None
+        m = mean_interval(x, seed=seed)
+        return MeanInterval(float(sum(x)), m.low * len(x), m.high * len(x), m.n)
 
 
 def score_suite(positions: list[EpdPosition], moves: list[chess.Move]) -> SuiteScore:
@@ -269,6 +282,7 @@ def score_suite(positions: list[EpdPosition], moves: list[chess.Move]) -> SuiteS
             t[0] += got
             t[1] += top
             t[2] += 1
+            s.got.append((sts_theme(p.id), got))
         ok = solved(p, move)
         if ok is not None:
             s.scored += 1
@@ -347,30 +361,12 @@ def kaufman_delta_cp(
     return out
 
 
-@dataclass(frozen=True)
-class MeanInterval:
-    """A mean over positions with its 95% interval (seeded bootstrap) and n."""
-
-    mean: float
-    low: float
-    high: float
-    n: int
-
-    def text(self, unit: str = "pawns") -> str:
-        return f"{self.mean:.2f} {unit} (95% interval {self.low:.2f}-{self.high:.2f}, n {self.n})"
-
-
-def kaufman_summary(deltas: list[DeltaCp], resamples: int = 10_000, seed: int = 0) -> MeanInterval:
+def kaufman_summary(deltas: list[DeltaCp], resamples: int = RESAMPLES, seed: int = 0) -> MeanInterval:
     """The mean delta in pawns, with a percentile bootstrap 95% interval over the positions
     (`resamples` draws, seeded: the same deltas give the same interval)."""
-    import numpy as np
-
-    x = np.array([d.delta for d in deltas], dtype=np.float64) / 100
-    if len(x) == 0:
+    if not deltas:
         raise ValueError("no Kaufman deltas to summarise")
-    means = x[np.random.default_rng(seed).integers(0, len(x), (resamples, len(x)))].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return MeanInterval(float(x.mean()), float(min(low, x.mean())), float(max(high, x.mean())), len(x))
+    return mean_interval([d.delta / 100 for d in deltas], resamples=resamples, seed=seed)
 
 
 def kaufman_rows(suite: str, metric: str, deltas: list[DeltaCp], detail: str) -> list[tuple[str, str, float, int, str]]:
@@ -379,8 +375,7 @@ def kaufman_rows(suite: str, metric: str, deltas: list[DeltaCp], detail: str) ->
     m = kaufman_summary(deltas)
     return [
         (suite, metric, m.mean, m.n, f"{m.text()}; {detail}"),
-        (suite, f"{metric}_low95", m.low, m.n, "95% interval, seeded bootstrap over the positions"),
-        (suite, f"{metric}_high95", m.high, m.n, "95% interval, seeded bootstrap over the positions"),
+        *interval_rows(suite, metric, m.low, m.high, m.n, "seeded bootstrap over the positions"),
     ]
 
 

@@ -87,4 +87,4 @@ def test_the_report_row_shows_the_interval_beside_the_mean_and_n():
     f = EVALUATION_FIGURES[0]
     key = (f.model, f.table, f.where, f.metric)
     text = figures_table(ReportInputs([f], {key: Ours(2.71, 25, (1.37, 4.65))}, {}, [], {}))
-    assert "| 2.71 pawns (95% interval 1.37 pawns-4.65 pawns) | 25 |" in text
+    assert "| 2.71 pawns (95%: 1.37 pawns-4.65 pawns, n = 25) | 25 |" in text

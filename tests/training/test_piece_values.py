@@ -301,3 +301,12 @@ def test_values_by_phase_share_one_unit_and_the_labels_linear_fit_is_beside_them
     )
     assert report.linear_fit["queen"] > 4 * report.linear_fit["pawn"] > 0  # to Stockfish a queen is many pawns
     assert ("piece_values", "linear_fit_value_queen") in {r[:2] for r in report.result_rows()}
+
+
+def test_each_value_has_a_95_interval_from_whole_test_games_holding_it(report):
+    """Issue 37: a seeded bootstrap of the test split's games (training.piece_values.value_intervals)."""
+    assert report.interval_games > 1
+    assert report.intervals["pawn"] == (1.0, 1.0)  # the unit: every draw divides by its own pawn
+    for t, v in report.relative.items():
+        low, high = report.intervals[t]
+        assert low <= v <= high, (t, low, v, high)
