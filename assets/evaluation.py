@@ -382,6 +382,7 @@ def elo_ratings(context: dg.AssetExecutionContext, store: StoreResource) -> dg.M
     from pipeline.play.evaluation import ENDGAME_MATCH
     from pipeline.play.matches import fit_elo
     from pipeline.plots import elo_png
+    from pipeline.research.intervals import small_sample
     from pipeline.store.duck import memory_connection
 
     st = store.get()
@@ -409,13 +410,19 @@ def elo_ratings(context: dg.AssetExecutionContext, store: StoreResource) -> dg.M
             p,
             fit.ratings[p],
             fit.games[p],
-            f"+/-{fit.errors[p]:.0f} (95%, against the pool's average), anchor {anchor} = 0",
+            "; ".join(
+                x
+                for x in (f"+/-{fit.errors[p]:.0f} (95%, against the pool's average), anchor {anchor} = 0",
+                          small_sample(fit.games[p]))
+                if x
+            ),
         )
         for p in order
-    ]
+    ]  # fmt: skip
     write_results(st, "elo_ratings", context.run.run_id, rows)
-    table = "| player | Elo | 95% | games |\n|---|---|---|---|\n" + "\n".join(
-        f"| {p} | {fit.ratings[p]:.0f} | +/-{fit.errors[p]:.0f} | {fit.games[p]} |" for p in order
+    table = "| player | Elo | 95% | games | |\n|---|---|---|---|---|\n" + "\n".join(
+        f"| {p} | {fit.ratings[p]:.0f} | +/-{fit.errors[p]:.0f} | {fit.games[p]} | {small_sample(fit.games[p])} |"
+        for p in order
     )
     png = elo_png(fit, "Elo from all evaluation games")
     write_png(st.root / "reports" / "evaluation" / "elo.png", png)
@@ -424,6 +431,12 @@ def elo_ratings(context: dg.AssetExecutionContext, store: StoreResource) -> dg.M
             "ratings": dg.MetadataValue.md(table),
             "games": len(games),
             "anchor": anchor,
+            "intervals": dg.MetadataValue.json(
+                {
+                    p: {"n": n, "low95": fit.ratings[p] - fit.errors[p], "high95": fit.ratings[p] + fit.errors[p]}
+                    for p, n in ((p, fit.games[p]) for p in order)
+                }
+            ),
             "chart": png_md(png, "Elo ratings"),
         }
     )

@@ -156,6 +156,12 @@ def lubeck_grid(
             "pgn": dg.MetadataValue.path(str(pgn)),
             "games": len(result.games),
             "cells": len(result.cells),
+            "cell_intervals": dg.MetadataValue.json(
+                {
+                    c.cell.name: {"n": c.games, "score": c.score, "low95": c.score_low, "high95": c.score_high}
+                    for c in result.cells
+                }
+            ),
             "nodes_per_second": dg.MetadataValue.json({k: round(v) for k, v in result.nps.items()}),
             "seconds": round(time.monotonic() - start, 1),
         }

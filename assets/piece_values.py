@@ -73,6 +73,12 @@ def piece_values_eval_asset(model: str, group: str = GROUP) -> dg.AssetsDefiniti
                 "test_error": dg.MetadataValue.md(report.error_md()),
                 "split_protocol": report.protocol,
                 "test_positions": report.rows,
+                "value_intervals": dg.MetadataValue.json(
+                    {
+                        t: {"value": report.relative[t], "low95": lo, "high95": hi, "games": report.interval_games}
+                        for t, (lo, hi) in report.intervals.items()
+                    }
+                ),
                 "test_mae": round(report.mae, 4),
                 "baseline_mae": round(report.baseline_mae, 4),
                 "report": dg.MetadataValue.path(str(path)),

@@ -69,6 +69,8 @@ def test_the_evaluation_reports_values_per_piece_type_and_phase_beside_the_publi
     meta = {k: v.value for k, v in evaluation.get_asset_materialization_events()[0].materialization.metadata.items()}
     assert "| knight |" in meta["piece_values"] and "| 2.94 | 3 |" in meta["piece_values"]
     assert "| opening | middlegame | endgame |" in meta["by_phase"]
+    for t, ci in meta["value_intervals"].items():  # issue 37: n (games) and the 95% interval of each value
+        assert ci["low95"] <= ci["value"] <= ci["high95"] and ci["games"] > 1, (t, ci)
     assert "data:image/png;base64," in meta["by_phase_chart"]
     assert meta["test_positions"] == 300 and "book material" in meta["test_error"]
     assert (report_dir(store, "piece_value_net") / "piece_values_by_phase.png").is_file()
