@@ -5,13 +5,14 @@ position of them (depth 8, reproducible, by default), then the assets of `reprod
 one run each, upstream first: the datasets both ways, the models (both ways where the published
 figures were measured on a split of their own data), the evaluation, and reports/reproduction.md.
 
-Resuming: killed at any point, the same command continues. An archive whose partition was
-ingested after its file last changed is not ingested again; labels label only the positions
-without a label of the setting; an asset of the job is kept when its latest materialisation
-was made by a reproduce run with the same settings (the `chess-pipeline/reproduce` run tag) and
-after the last change of each of its inputs (for `labels`: the last run that labelled
-something). Everything else, and everything downstream of it, runs. A step killed half-way
-runs again from its start (a training run starts a new run folder).
+Resuming: killed at any point, the same command continues, deciding from the store itself (the
+step records of pipeline.research.step_records: a second machine on the same store keeps them
+too). An archive ingested with the same bytes is not ingested again; labels label only the
+positions without a label of the setting; an asset of the job is kept when a reproduce run with
+the same settings made it and none of its inputs changed since (for `labels`: a run that
+labelled something). Everything else, and everything downstream of it, runs. A step killed
+half-way runs again from its start, except a model run, which trains on in its own run folder
+from its checkpoint.
 
 The command's flags and their help, the settings refused before any store work (check_config),
 and cmd_reproduce; ReproduceConfig and each step's settings are in cli/reproduce_config.py, the

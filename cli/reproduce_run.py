@@ -2,7 +2,8 @@
 labelled, then the job's steps (cli/reproduce_steps.py); with --hours, the time budget's ledger
 opened, kept across commands with the same settings (budget_key) and closed when every step is
 done. Resuming: an archive ingested with the same bytes is not ingested again, labels label only
-what has no label of the setting, and the step loop keeps what is up to date.
+what has no label of the setting, and the step loop keeps what is up to date; each is decided from
+the store (pipeline.research.step_records), so a second machine on the same store redoes nothing.
 """
 
 import contextlib
@@ -16,7 +17,8 @@ import dagster as dg
 from cli.reproduce_config import ReproduceConfig, bounds_text
 from cli.reproduce_steps import run_steps, save_ledger, warn
 from cli.runtime import materialize
-from pipeline.store import duck
+from pipeline.research import step_records
+from pipeline.store import duck, storage
 from pipeline.store.store import Store
 
 
@@ -61,22 +63,31 @@ def ingest_missing(
     store: Store, instance: dg.DagsterInstance, paths: list[Path], workers: int
 ) -> tuple[list[str], int]:
     """Link the archives and ingest those whose bytes are not the ones last ingested (the sha256
-    the games run recorded; a run from before it recorded one: the file changed since); their
-    keys and how many were ingested. A file touched, or copied again, with the same bytes is
-    not ingested again, and so does not redo the datasets and models downstream."""
+    the games run recorded; where this instance has no run of it, the sha256 the store's ingest
+    record holds, its games written; a run from before it recorded one: the file changed since);
+    their keys and how many were ingested. A file touched, or copied again, with the same bytes
+    is not ingested again, and so does not redo the datasets and models downstream; the store's
+    ingest record (step_records, archive_tables) says when anything was, and what."""
     from assets.records import GamesMetadata
     from cli import ingest
     from pipeline.ingest.ingest import IngestConfig
 
     keys = [store.add_archive(p) for p in paths]
     hashes = store.scan_archives().hashes
+    kept = step_records.read_record(store.root, "archive_tables") or step_records.StepRecord()
     todo = []
     for key, path in zip(keys, paths, strict=True):
         records = instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=dg.AssetKey("games"), asset_partitions=[key]), limit=1
         ).records
-        if not records:
-            todo.append(key)
+        if not records:  # not in this instance: the store's record (another machine's ingest)
+            ingested = kept.archives.get(key)
+            if (
+                ingested is None
+                or ingested != hashes.get(key)
+                or not storage.exists(store.partition_file("games", key))
+            ):
+                todo.append(key)
             continue
         meta = records[0].asset_materialization.metadata if records[0].asset_materialization else {}
         ingested = GamesMetadata.read(meta).sha256 if meta else None
@@ -92,6 +103,12 @@ def ingest_missing(
         if result.failures:
             key, why = result.failures[0]
             raise SystemExit(f"chess-pipeline reproduce: ingest of {key} failed: {why}")
+    archives = {**kept.archives, **{k: hashes[k] for k in keys if k in hashes}}
+    if todo or archives != kept.archives:  # made_at: when an archive last changed the tables
+        made_at = time.time() if todo else kept.made_at
+        step_records.write_record(
+            store.root, "archive_tables", step_records.StepRecord(made_at=made_at, archives=archives)
+        )
     return keys, len(todo)
 
 
@@ -166,6 +183,8 @@ def _reproduce(
     setting = LabelsConfig.of(cfg.label, archives=keys)
     labelled = label.label(store, instance, setting, StockfishResource(workers=cfg.workers))
     label.print_result(labelled)
+    if labelled.metadata.labelled:  # the labels changed: what was made from them is redone, here or elsewhere
+        step_records.write_record(store.root, "labels", step_records.StepRecord(cfg.label.slug, time.time()))
     if ledger is not None:
         save_ledger(ledger)
     outcomes = {

@@ -1,7 +1,9 @@
 """The reproduction job's steps (assets.reproduce.job_assets), one Dagster run each, upstream first.
 
 run_steps runs them in turn: a step is kept when a reproduce run with the same settings made it
-after the last change of each of its inputs (up_to_date, the SETTINGS_TAG run tag), skipped when
+after the last change of each of its inputs (up_to_date: the step's record in the store,
+pipeline.research.step_records, so a second machine on the same store keeps it too; for a step
+made before the records, the instance's SETTINGS_TAG run tag), skipped when
 a step upstream failed, else run with its run config (op_configs); with --hours each model run
 gets its share of the time budget (pipeline.research.budget) and the ledger is saved after each
 step; each finished step's line says what is left to run and for how long (to_go_text).
@@ -14,17 +16,31 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.shared import RUN_FOLDER_TAG
 from cli.reproduce_config import ReproduceConfig, schedule_text, settings_text, step_kind, train_run
 from cli.runtime import failure_message, materialize
+from pipeline.research import step_records
 from pipeline.store.store import Store
 
 SETTINGS_TAG = "chess-pipeline/reproduce"
 """Run tag: the settings a reproduce run materialised an asset with (a change of them redoes it)."""
+STORE_STEP = {"games": "archive_tables", "positions": "archive_tables", "rejected_games": "archive_tables"}
+"""The reproduce step whose record in the store says when an input that is not a step of its own changed."""
 
 
-def changed_at(instance: dg.DagsterInstance, key: str) -> float | None:
-    """When an input last changed: its latest materialisation; for labels, the latest run that
-    labelled something (a run with nothing pending changes nothing)."""
+def changed_at(instance: dg.DagsterInstance, key: str, store: Store | None = None) -> float | None:
+    """When an input last changed: the later of its latest materialisation in this instance (for
+    labels, the latest run that labelled something: a run with nothing pending changes nothing)
+    and, with the store, when a reproduce step that made it last finished (its record there)."""
+    times = [instance_changed_at(instance, key)]
+    if store is not None:
+        record = step_records.read_record(store.root, STORE_STEP.get(key, key))
+        times.append(record.made_at if record is not None else None)
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+def instance_changed_at(instance: dg.DagsterInstance, key: str) -> float | None:
     if key == "labels":
         for r in instance.fetch_materializations(dg.AssetKey("labels"), limit=200).records:
             meta = r.asset_materialization.metadata if r.asset_materialization else {}
@@ -48,13 +64,32 @@ def made_with(instance: dg.DagsterInstance, name: str, settings: str):
     return event
 
 
-def up_to_date(instance: dg.DagsterInstance, asset: dg.AssetsDefinition, name: str, settings: str) -> str | None:
-    """Why the asset's latest materialisation can be kept, or None when it must run."""
+def inputs_of(asset: dg.AssetsDefinition, name: str) -> list[str]:
+    return sorted(d.to_user_string() for d in asset.asset_deps.get(dg.AssetKey(name), set()))
+
+
+def up_to_date(
+    instance: dg.DagsterInstance, asset: dg.AssetsDefinition, name: str, settings: str, store: Store | None = None
+) -> str | None:
+    """When the step was made, where it can be kept, else None (it must run). Its record in the
+    store where it has one (made with these settings, no input changed since it began); else,
+    for a step made before the records, its latest materialisation in this instance (made by a
+    reproduce run with these settings after each input's last change)."""
+    record = None if store is None else step_records.read_record(store.root, name)
+    if record is not None:
+        if not record.finished or record.settings != settings:
+            return None
+        for dep in inputs_of(asset, name):
+            t = changed_at(instance, dep, store)
+            made_from = record.inputs.get(dep)
+            if t is not None and t > (made_from if made_from is not None else record.made_at):
+                return None
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(record.made_at))
     event = made_with(instance, name, settings)
     if event is None:
         return None
-    for dep in asset.asset_deps.get(dg.AssetKey(name), set()):
-        t = changed_at(instance, dep.to_user_string())
+    for dep in inputs_of(asset, name):
+        t = changed_at(instance, dep, store)
         if t is not None and t >= event.timestamp:
             return None
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(event.timestamp))
@@ -117,6 +152,7 @@ def will_run(
     defs: dict[str, dg.AssetsDefinition],
     names: list[str],
     deps_of: dict[str, set[str]],
+    store: Store | None = None,
 ) -> list[str]:
     """The steps of `names` (in order) that the step loop will run rather than keep: a step runs
     when it is not up to date now, or when a step upstream of it in `names` runs (its input then
@@ -127,12 +163,14 @@ def will_run(
     for name in names:
         if name == REPORT or deps_of[name] & runs:
             runs.add(name)
-        elif not up_to_date(instance, defs[name], name, settings_text(cfg, step_kind(name))):
+        elif not up_to_date(instance, defs[name], name, settings_text(cfg, step_kind(name)), store=store):
             runs.add(name)
     return [n for n in names if n in runs]
 
 
-def to_go_text(instance: dg.DagsterInstance, cfg: ReproduceConfig, left: list[str], budget, elapsed: float) -> str:
+def to_go_text(
+    instance: dg.DagsterInstance, cfg: ReproduceConfig, left: list[str], budget, elapsed: float, store=None
+) -> str:
     """What a finished step's line adds: the steps still to run (`left`), once no model run is
     among them how long they should take (the time budget's reserve rule: this store's earlier
     time for each, else its kind's measured figure), and with --hours the budget spent so far."""
@@ -141,7 +179,7 @@ def to_go_text(instance: dg.DagsterInstance, cfg: ReproduceConfig, left: list[st
     out = f"; {len(left)} step{'s' if len(left) > 1 else ''} to go"
     if not any(trains(n) for n in left):
         try:
-            minutes = evaluation_reserve_of(instance, cfg, left).seconds / 60
+            minutes = evaluation_reserve_of(instance, cfg, left, store).seconds / 60
             out += f", about {minutes:.{0 if minutes >= 10 else 1}f} min by the measured figures"
         except ValueError:  # a step no figure covers (a dataset, before training): no estimate
             pass
@@ -161,17 +199,21 @@ def blocked_by(name: str, failed: dict[str, str], deps_of: dict[str, set[str]]) 
     return any(d in failed or (d in deps_of and blocked_by(d, failed, deps_of)) for d in deps_of[name])
 
 
-def run_seconds(instance: dg.DagsterInstance, name: str, settings: str) -> float | None:
+def run_seconds(instance: dg.DagsterInstance, name: str, settings: str, store: Store | None = None) -> float | None:
     """How long the run took (start to end, Dagster's own time included, as the budget counts it)
-    that made step `name` last, when a reproduce command with these settings made it; else None."""
+    that made step `name` last, when a reproduce command with these settings made it; else, with
+    the store, what the step's record there says it took with these settings; else None."""
     event = made_with(instance, name, settings)
     record = None if event is None else instance.get_run_record_by_id(event.run_id)
     if record is None or record.start_time is None or record.end_time is None:
+        kept = None if store is None else step_records.read_record(store.root, name)
+        if kept is not None and kept.finished and kept.settings == settings:
+            return kept.seconds
         return None
     return record.end_time - record.start_time
 
 
-def evaluation_reserve_of(instance: dg.DagsterInstance, cfg: ReproduceConfig, names: list[str]):
+def evaluation_reserve_of(instance: dg.DagsterInstance, cfg: ReproduceConfig, names: list[str], store=None):
     """The time budget's reserve (pipeline.research.budget rule 2) for the steps of `names` (those that will
     run) after training, model_results on: what each took here last time with these settings, else
     its kind's measured figure."""
@@ -181,7 +223,7 @@ def evaluation_reserve_of(instance: dg.DagsterInstance, cfg: ReproduceConfig, na
     after = names[last + 1 :]
     timed = {}
     for n in after:
-        seconds = run_seconds(instance, n, settings_text(cfg, step_kind(n)))
+        seconds = run_seconds(instance, n, settings_text(cfg, step_kind(n)), store)
         if seconds is not None:
             timed[n] = seconds
     return evaluation_reserve(after, timed, "quick" if cfg.quick_eval else "full")
@@ -231,7 +273,7 @@ def run_steps(
 
     schedules: dict[str, str] = {}  # model run -> its schedule with its share of the budget
     deps_of = {n: {d.to_user_string() for d in defs[n].asset_deps.get(dg.AssetKey(n), set())} for n in names}
-    runs = set(will_run(instance, cfg, defs, names, deps_of))
+    runs = set(will_run(instance, cfg, defs, names, deps_of, store))
     training = {n for n in runs if trains(n)}
     for i, name in enumerate(names, 1):
         asset = defs[name]
@@ -243,7 +285,7 @@ def run_steps(
             print(f"{head}: skipped ({blocked[0]} failed)", flush=True)
             continue
         fingerprint = settings_text(cfg, step_kind(name))
-        kept = None if name == REPORT else up_to_date(instance, asset, name, fingerprint)
+        kept = None if name == REPORT else up_to_date(instance, asset, name, fingerprint, store=store)
         if kept:
             outcomes[name] = "kept"
             print(f"{head}: kept (up to date, made {kept})", flush=True)
@@ -254,7 +296,7 @@ def run_steps(
             to_come = [n for n in names[i - 1 :] if n in training and not blocked_by(n, failed, deps_of)]
             reserve = None
             if budget.training_from is None:  # the first model run: set the evaluation's time aside
-                reserve = evaluation_reserve_of(instance, cfg, [n for n in names if n in runs])
+                reserve = evaluation_reserve_of(instance, cfg, [n for n in names if n in runs], store)
             with ledger.changing() if ledger is not None else contextlib.nullcontext():
                 minutes = budget.model_minutes(name, elapsed(), len(to_come), reserve)
             if reserve is not None and budget.training_seconds < len(to_come) * MIN_MINUTES * 60:
@@ -276,6 +318,11 @@ def run_steps(
                     text += f"; counted over {ledger.commands} commands (a command run again goes on with the budget)"
                 report["settings"] = {**report["settings"], "time budget": text}
             ops[name] = ReportConfig(**{**report, "outcomes": dict(outcomes)})
+        inputs = {d: changed_at(instance, d, store) for d in inputs_of(asset, name)}  # what it is made from
+        tags = {SETTINGS_TAG: fingerprint, "chess-pipeline/job": "reproduction_job"}
+        folder = ""
+        if trains(name):  # a run killed half-way trains on in its own folder
+            folder = tags[RUN_FOLDER_TAG] = step_records.run_folder(store.root, name, fingerprint, inputs)
         print(f"{head}: running ...", flush=True)
         start = time.monotonic()
         result = materialize(
@@ -284,7 +331,7 @@ def run_steps(
             instance,
             selection=[name],
             ops={name: ops[name]} if name in ops else None,
-            tags={SETTINGS_TAG: fingerprint, "chess-pipeline/job": "reproduction_job"},
+            tags=tags,
         )
         took = time.monotonic() - start
         if budget is not None and name in budget.shares:
@@ -293,6 +340,8 @@ def run_steps(
         if ledger is not None:
             save_ledger(ledger)
         if result.success:
+            if name != REPORT:
+                step_records.finished(store.root, name, fingerprint, inputs, took, folder=folder)
             outcomes[name] = "done"
             said = f"done in {took:.1f} s"
         else:
@@ -301,7 +350,7 @@ def run_steps(
             said = f"failed after {took:.1f} s: {failed[name]}"
         # The steps still to run: those that will not be kept, less those a failure will skip.
         left = [n for n in names[i:] if n in runs and (n == REPORT or not blocked_by(n, failed, deps_of))]
-        print(f"{head}: {said}{to_go_text(instance, cfg, left, budget, elapsed())}", flush=True)
+        print(f"{head}: {said}{to_go_text(instance, cfg, left, budget, elapsed(), store)}", flush=True)
     return [f"{n}: {why}" for n, why in failed.items() if not why.startswith("skipped")]
 
 

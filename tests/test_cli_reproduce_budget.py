@@ -165,7 +165,7 @@ def test_runs_that_will_not_train_take_no_share(tmp_path, monkeypatch):
             return SimpleNamespace(success=False)
         return SimpleNamespace(success=True)
 
-    def keep(instance, asset, name, settings):
+    def keep(instance, asset, name, settings, store=None):
         trains = rc.step_kind(name) == "model" and name != "model_results"
         return None if (trains and name != kept) or name == broken else "2026-11-26 00:00:00 UTC"
 
