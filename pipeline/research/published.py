@@ -148,6 +148,23 @@ HUI_RANDOM_PEAK_TEXT = f"{HUI_RANDOM_PEAK * 100:.3g}%"
 HUI_RANDOM = f"{HUI_RANDOM_RANGE_TEXT}, peak {HUI_RANDOM_PEAK_TEXT}"
 """Hui's figures in words ('73-79.8%, peak 84%')."""
 
+TD_MODEL = "td_selfplay"
+"""The asset Hui's figure is compared with: the TD learner's line (training/td), whose last
+checkpoint td_evaluation checks with Hui's protocol (HUI_PROTOCOL)."""
+HUI_PROTOCOL = (
+    "TD-Leaf(lambda), linear evaluation over the antisymmetric bitboard, lambda 0.7, learning rate 0.01, "
+    "searched at depth 2; games from the start against the random mover, colours alternating, a game won "
+    "only within 80 plies, batches of 100 games"
+)
+"""Hui's settings and test, which the reproduction's TD line and td_evaluation keep (training.td.config)."""
+
+OptionalStage = Literal["ours"]
+"""A stage of `chess-pipeline reproduce` beyond the published figures (`--with ours`): the project's
+own measures, which no published figure is compared with: the matches and their Elo
+(eval_matches_<model>, eval_head_to_head, elo_ratings, eval_report_<model>), the suites' deeper
+searches (depth 2; the published figures are 1-ply), the TD line's match against the traditional
+evaluation, and the models with no published figure."""
+
 EVALUATION_FIGURES: tuple[Figure, ...] = (
     Figure(
         SABATELLI,
@@ -187,15 +204,17 @@ EVALUATION_FIGURES: tuple[Figure, ...] = (
     ),
     Figure(
         "Hui 2018",
-        "wins against the random mover within 80 plies (peak of 100-game batches)",
-        HUI_RANDOM_PEAK,
+        "TD-Leaf self-play: share of 100-game batches won against the random mover within 80 plies "
+        "(ours: the mean of the batches; published: from-to and the peak)",
+        None,
         "share",
         "100 games a batch",
-        "1-ply player from Sabatelli's 20 openings, both colours (ours); Hui's own games from the start",
-        "mlp_bitmap_3class",
+        HUI_PROTOCOL,
+        TD_MODEL,
         "evaluation_results",
         "random",
-        "win_ratio",
+        "win_ratio_batches",
+        stated=HUI_RANDOM,
     ),
 )
 """Figures of the evaluation (suites and matches), each beside the model it is compared with."""

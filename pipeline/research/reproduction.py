@@ -98,6 +98,18 @@ def ours_from_store(con, figures: Iterable[Figure], models: Iterable[str]) -> di
     return out
 
 
+def batches_ours(meta: dict) -> Ours | None:
+    """Ours for Hui's row (published.TD_MODEL) from td_evaluation's metadata (plain values): the mean
+    share of the batches won against the random mover within 80 plies, n the games (batches x
+    batch_games) and the 95% t interval over the batches; None when it holds no such figure."""
+    if meta.get("win_ratio_mean") is None:
+        return None
+    per = meta.get("batch_games")
+    n = len(meta.get("batch_ratios") or ()) * int(per) if per else None
+    low, high = meta["win_ratio_interval"]
+    return Ours(float(meta["win_ratio_mean"]), n, (float(low), float(high)))
+
+
 def _cell(ours: Ours | None, f: Figure) -> tuple[str, str]:
     if ours is None:
         return "not measured", "-"
