@@ -40,9 +40,10 @@ import torch
 
 from pipeline.datasets.datasets import SPLITS, dataset_dir
 from pipeline.ingest.encoding import fens_from_columns
-from pipeline.play.matches import MatchSpec, match_result, pairings, play_pairing, wilson_interval
+from pipeline.play.matches import MatchSpec, match_result, pairings, play_pairing
 from pipeline.play.openings import sabatelli_openings
 from pipeline.play.search import AlphaBeta, MaterialEvaluator, SearchPlayer
+from pipeline.research.intervals import wilson_interval
 from pipeline.store.store import Store
 from training.checkpoints import evaluate, load_checkpoint
 from training.data import LoaderConfig, ParquetBatches

@@ -24,7 +24,6 @@ import pyarrow as pa
 
 from pipeline.play.search import Player
 from pipeline.play.suites import EpdPosition
-from pipeline.research.intervals import wilson_interval  # noqa: F401 (importers take it from here too)
 from pipeline.store.schemas import MATCH_GAMES_SCHEMA
 from pipeline.store.store import Store
 from pipeline.store.store_files import atomic_path, write_parquet

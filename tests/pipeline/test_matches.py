@@ -5,9 +5,10 @@ import math
 import chess
 import pytest
 
-from pipeline.play.matches import MatchSpec, fit_elo, game_end, play_game, play_match, wilson_interval, write_pgn
+from pipeline.play.matches import MatchSpec, fit_elo, game_end, play_game, play_match, write_pgn
 from pipeline.play.openings import sabatelli_openings
 from pipeline.play.search import AlphaBeta, MaterialEvaluator, RandomPlayer, SearchPlayer
+from pipeline.research.intervals import wilson_interval
 
 
 class Scripted:

@@ -20,8 +20,9 @@ import chess.pgn
 import numpy as np
 
 from pipeline.parallel import task_seed, usable_cores, watch_parent
-from pipeline.play.matches import GameResult, game_end, play_game, wilson_interval
+from pipeline.play.matches import GameResult, game_end, play_game
 from pipeline.play.search import AlphaBeta, MaterialEvaluator, RandomPlayer, SearchPlayer
+from pipeline.research.intervals import wilson_interval
 from pipeline.store.storage_paths import StorePath
 from training.td.checkpoints import load_checkpoint, save_checkpoint
 from training.td.config import TDConfig
