@@ -87,7 +87,9 @@ def test_the_grid_has_a_cell_per_depth_time_and_start_kind(grid_run):
     for figures in by_cell.values():
         score, n = figures["score"]
         assert n == 2 and score in (0.0, 0.25, 0.5, 0.75, 1.0)
-        assert set(figures) == {"score", "elo_difference"}
+        assert set(figures) == {"score", "score_low95", "score_high95", "elo_difference"}
+        # the cell's interval, start positions resampled, holds its score
+        assert figures["score_low95"][0] <= score <= figures["score_high95"][0]
     report = (store.root / "reports" / "lubeck_grid.md").read_text()
     assert report.count("| quiet |") == 4 and report.count("| tactical |") == 4
     assert (store.root / "reports" / "lubeck_grid.png").read_bytes()[:4] == b"\x89PNG"
