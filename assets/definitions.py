@@ -36,7 +36,7 @@ def build_defs(environ=os.environ) -> dg.Definitions:
             lubeck_grid,
             *reproduce.reproduction_assets,
         ],
-        jobs=[ingest.ingest_job, labels.relabel_job, reproduce.reproduction_job],
+        jobs=[ingest.ingest_job, labels.relabel_job, reproduce.reproduction_job, reproduce.reproduction_ours_job],
         sensors=[sensors.archives_sensor, labels.labels_automation],
         schedules=[labels.relabel_schedule_from_env(environ)],
         resources={"store": StoreResource(), "stockfish": StockfishResource()},

@@ -33,12 +33,13 @@ from assets.shared import REPRODUCTION_GROUP as GROUP
 from assets.training import MODELS, TrainRunConfig, train_and_record
 from pipeline.datasets.datasets import DATASETS, build_dataset
 from pipeline.research import published
-from pipeline.research.published import DEEPCHESS_MODEL
+from pipeline.research.published import DEEPCHESS_MODEL, TD_MODEL, OptionalStage
 from pipeline.research.reproduction import ReportInputs, Step, on_published_split, ours_from_store, render
 from pipeline.store import storage
 from pipeline.store.store import Store
 from pipeline.store.store_files import atomic_path
 from training.catalog import PIECE_VALUE_MODELS
+from training.td.config import TDConfig, TDEvaluation
 
 REPORT = "reproduction_report"
 LUBECK_GRID = "lubeck_grid"
@@ -135,6 +136,74 @@ REPRODUCED = [m for m in MODELS if MODELS[m].dataset not in SEARCHED]
 """The models the reproduction trains and evaluates: every model asset but those of a SEARCHED
 dataset (mlp_search_regression: trained and evaluated by `chess-pipeline train` and `evaluate`)."""
 NOT_REPRODUCED = [m for m in MODELS if m not in REPRODUCED]
+PUBLISHED_MODELS = [m for m in REPRODUCED if m in published.SPLIT_MODELS]
+"""The models with a published figure (pipeline.research.published.SPLIT_MODELS): the default
+selection. The others (mlp_material_3class, mlp_counts_3class, piece_value_net_result: ours, no
+published figure) run with the optional stage `ours` (OptionalStage), or when named."""
+OURS_STEPS = ("eval_matches_", "eval_head_to_head", "elo_ratings", "eval_report_")
+"""The steps (names, or prefixes of a model's steps) of the optional stage `ours` only: the matches, the
+Elo they give and each model's evaluation page; no published figure reads them."""
+TD_STEPS = (TD_MODEL, "td_evaluation")
+"""Hui's TD learner: its line's generations, then the published check of its last checkpoint."""
+PUBLISHED_DEPTHS = [1]
+"""The suites' search depths the published figures read (1-ply: Kaufman's test, DeepChess's STS
+points); `ours` adds the evaluation's deeper ones (SuitesConfig.depths)."""
+TD_LINE = TDConfig(name="reproduction", generations=8, curve_games=0)
+"""Hui's TD learner as the reproduction plays it: TDConfig's published settings (TD-Leaf, linear,
+lambda 0.7, learning rate 0.01, depth 2, 20 games a generation), 8 generations (160 games:
+21 s a generation on this 2-core machine, two processes at load 3.6: the published number of
+self-play games is not recorded here, and this is what fits the one-sitting budget beside the
+check's 10 minutes), no learning-curve games (no published figure reads them)."""
+TD_QUICK_LINE = TDConfig(name="reproduction_quick", generations=1, games=4, curve_games=0)
+"""--quick-eval's TD line: one generation of 4 games (its own line, so the full one is never continued by it)."""
+TD_CHECK = TDEvaluation(line=TD_LINE.name, openings=0)
+"""Hui's check of the line: 10 batches of 100 games against the random mover within 80 plies, at the
+line's depth; the match against the traditional evaluation (openings) only with `ours`."""
+TD_QUICK_CHECK = TDEvaluation(line=TD_QUICK_LINE.name, batches=2, batch_games=10, openings=0)
+"""--quick-eval's check: 2 batches of 10 games (not Hui's protocol: a first look)."""
+
+
+def default_models(stages: tuple[OptionalStage, ...] = ()) -> list[str]:
+    """The models a reproduce command runs when it names none: those with a published figure
+    (PUBLISHED_MODELS); with the stage `ours`, every model of REPRODUCED."""
+    return list(REPRODUCED) if "ours" in stages else list(PUBLISHED_MODELS)
+
+
+def runs_td(models: list[str]) -> bool:
+    """Whether the run plays Hui's TD learner (TD_STEPS): when it covers every model with a published
+    figure (the default selection), as the head-to-head needs both its models."""
+    return set(PUBLISHED_MODELS) <= set(models)
+
+
+def ours_only(name: str) -> bool:
+    """Whether step `name` belongs to the optional stage `ours` only (OURS_STEPS)."""
+    return any(name == s or (s.endswith("_") and name.startswith(s)) for s in OURS_STEPS)
+
+
+def stage_configs(
+    ops: dict, stages: tuple[OptionalStage, ...], quick: bool, workers: int = 0, openings: int = 0
+) -> dict:
+    """The run configs `ops` (step -> config) with what the stages decide: without `ours` the suites
+    search at PUBLISHED_DEPTHS only; the TD steps' settings (TD_LINE and TD_CHECK, or --quick-eval's);
+    the report told the stages."""
+    import dataclasses
+
+    from assets.selfplay import TDEvaluationConfig, TDSelfPlayConfig
+
+    out = dict(ops)
+    ours = "ours" in stages
+    for name, config in ops.items():
+        if name.startswith("eval_suites_") and not ours:
+            out[name] = type(config)(**{**config.model_dump(), "depths": PUBLISHED_DEPTHS})
+        if name == REPORT:
+            out[name] = type(config)(**{**config.model_dump(), "stages": list(stages)})
+    line, check = (TD_QUICK_LINE, TD_QUICK_CHECK) if quick else (TD_LINE, TD_CHECK)
+    out[TD_STEPS[0]] = TDSelfPlayConfig(**dataclasses.asdict(dataclasses.replace(line, workers=workers)))
+    check = dataclasses.replace(check, workers=workers, openings=(openings or TDEvaluation.openings) if ours else 0)
+    out[TD_STEPS[1]] = TDEvaluationConfig(**dataclasses.asdict(check))
+    return out
+
+
 split_dataset_assets = [split_dataset_asset(n) for n in DATASETS if n not in SEARCHED]
 split_model_assets = [split_model_asset(n) for n in SPLIT_MODELS]
 
@@ -150,6 +219,8 @@ class ReportConfig(DescribedConfig):
     outcomes: dict[str, str] = {}
     """step -> what this run did with it: done, kept, `failed: <why>`, `skipped: <why>` (a step not
     named: as its latest materialisation says)."""
+    stages: list[str] = []
+    """The optional stages the run took (`reproduce --with`: pipeline.research.published.OptionalStage)."""
 
 
 def _png_from_md(value) -> bytes | None:
@@ -182,11 +253,14 @@ def size_text(meta: dict, schedule: str = "") -> str:
     return text + (f"; schedule: {schedule}" if schedule else "")
 
 
-def job_assets(models: list[str] | None = None, extra: tuple[str, ...] = ()) -> list[str]:
-    """The reproduction's assets in the order they run (upstream first), for these models (every
-    model of REPRODUCED by default; ValueError for another); `extra`: other assets to run before
-    the report (Lubeck's grid where defined)."""
-    models = list(models or REPRODUCED)
+def job_assets(
+    models: list[str] | None = None, extra: tuple[str, ...] = (), stages: tuple[OptionalStage, ...] = ()
+) -> list[str]:
+    """The reproduction's assets in the order they run (upstream first), for these models (those
+    default_models gives by default; ValueError for one not of REPRODUCED); `extra`: other assets to
+    run before the report (Lubeck's grid where defined); `stages`: the optional stages (without
+    `ours`, the steps of OURS_STEPS are left out). Hui's TD learner (TD_STEPS) where runs_td."""
+    models = list(models or default_models(stages))
     if left_out := [m for m in models if m not in REPRODUCED]:
         raise ValueError(f"not models of the reproduction: {', '.join(left_out)}")
     datasets = sorted({MODELS[m].dataset for m in models}, key=list(DATASETS).index)
@@ -201,7 +275,11 @@ def job_assets(models: list[str] | None = None, extra: tuple[str, ...] = ()) -> 
     names += [f"eval_piece_values_{on_published_split(m)}" for m in split if m in PIECE_VALUE_MODELS]
     if all(m in models for m in HEAD_TO_HEAD_MODELS):
         names.append("eval_head_to_head")
+    if runs_td(models):  # before elo_ratings, which rates td_evaluation's games
+        names += list(TD_STEPS)
     names += ["elo_ratings"] + [f"eval_report_{m}" for m in models] + list(extra)
+    if "ours" not in stages:
+        names = [n for n in names if not ours_only(n)]
     return names + [REPORT]
 
 
@@ -226,7 +304,8 @@ def reproduction_report(
     figures = [*published.MODEL_FIGURES.values(), *published.EVALUATION_FIGURES]
     figures += published.deepchess_figures(published.DEEPCHESS, published.DEEPCHESS_BUCKETS)
     figures += published.piece_value_figures(published.TEAM44)
-    figures = [f for f in figures if f.model in models]
+    names = ["archive_tables", "labels", *job_assets(models, grid_extra(models), tuple(config.stages))]
+    figures = [f for f in figures if f.model in models or (f.model == TD_MODEL and TD_MODEL in names)]
     with memory_connection(st) as con:
         ours = ours_from_store(con, figures, [*models, *(on_published_split(m) for m in models)])
     folder = st.root / "reports" / "reproduction"
@@ -259,7 +338,11 @@ def reproduction_report(
             chart = report_dir(st, m) / "kaufman_depth1.png"
             if storage.exists(chart):
                 pictures.setdefault(m, []).append((f"{m}: Kaufman test per position", f"evaluation/{m}/{chart.name}"))
-    names = ["archive_tables", "labels", *job_assets(models, grid_extra(models))]
+    if TD_MODEL in names:
+        hui = td_row(instance, config.stages)
+        if hui is not None:
+            ours.update({(f.model, f.table, f.where, f.metric): hui[0] for f in figures if f.model == TD_MODEL})
+            sizes[TD_MODEL] = hui[1]
     steps = [_step(instance, n, config.outcomes.get(n)) for n in names]
     steps = [s for s in steps if s.name != REPORT]
     grid = st.root / "reports" / "lubeck_grid.md"
@@ -285,6 +368,30 @@ def reproduction_report(
             "path": dg.MetadataValue.path(str(path)),
         }
     )
+
+
+def td_row(instance: dg.DagsterInstance, stages: list[str]) -> tuple | None:
+    """Hui's row from td_evaluation's latest result: (Ours, what the line was trained on and how it
+    was checked), or None before a check."""
+    from pipeline.research.reproduction import batches_ours
+
+    event = _latest(instance, TD_STEPS[1])
+    if event is None:
+        return None
+    meta = {k: getattr(v, "value", v) for k, v in event.asset_materialization.metadata.items()}
+    ours = batches_ours(meta)
+    if ours is None:
+        return None
+    line = _latest(instance, TD_STEPS[0])
+    lmeta = {} if line is None else {k: getattr(v, "value", v) for k, v in line.asset_materialization.metadata.items()}
+    ratios = meta.get("batch_ratios") or []
+    trained = (
+        f"line {lmeta.get('line', '?')}: {lmeta.get('generation', '?')} generation(s) of TD-Leaf self-play "
+        f"({TD_LINE.games} games each with the reproduction's settings; Hui's own number of self-play games is "
+        f"not recorded here, so the line plays what fits the budget); checked by {meta.get('player', '?')} in "
+        f"{len(ratios)} batches of {meta.get('batch_games', '?')} games, peak batch {meta.get('win_ratio_peak', 0):.0%}"
+    )
+    return ours, trained
 
 
 def grid_extra(models: list[str]) -> tuple[str, ...]:
@@ -322,16 +429,35 @@ def _step(instance: dg.DagsterInstance, name: str, outcome: str | None = None) -
 reproduction_assets = [*split_dataset_assets, *split_model_assets, reproduction_report]
 
 
+def job_selection(stages: tuple[OptionalStage, ...] = ()) -> dg.AssetSelection:
+    """What a reproduction job selects, by group, tag and key pattern (so a code location without
+    some module still loads): every dataset, model and evaluation asset and the TD learner's two
+    steps, less the searched datasets and the models it does not train (with their evaluations);
+    without the stage `ours`, less the models with no published figure and OURS_STEPS."""
+    models = NOT_REPRODUCED if "ours" in stages else [m for m in MODELS if m not in PUBLISHED_MODELS]
+    selection = (
+        dg.AssetSelection.groups(DATASETS_GROUP, MODELS_GROUP, EVAL_GROUP, GROUP)
+        | dg.AssetSelection.from_string(" or ".join(f'key:"{s}"' for s in TD_STEPS))
+    ) - dg.AssetSelection.assets(*SEARCHED)
+    selection -= reduce(operator.or_, (dg.AssetSelection.tag(MODEL_TAG, m) for m in models), dg.AssetSelection.assets())
+    if "ours" not in stages:
+        selection -= dg.AssetSelection.from_string(
+            " or ".join(f'key:"{s}{"*" if s.endswith("_") else ""}"' for s in OURS_STEPS)
+        )
+    return selection
+
+
 reproduction_job = dg.define_asset_job(
     "reproduction_job",
-    # By group: every dataset, model and evaluation asset the code location defines (Lubeck's grid
-    # included where a module defines it), so a module left out never stops the code location.
-    selection=dg.AssetSelection.groups(DATASETS_GROUP, MODELS_GROUP, EVAL_GROUP, GROUP)
-    - dg.AssetSelection.assets(*SEARCHED)
-    # The models it does not train, with their evaluations: by tag, so that a code location
-    # without the evaluation assets still loads.
-    - reduce(operator.or_, (dg.AssetSelection.tag(MODEL_TAG, m) for m in NOT_REPRODUCED), dg.AssetSelection.assets()),
-    description="The published tables reproduced: datasets both ways, every model (but ours on searched "
-    "positions), the evaluation and "
-    "reports/reproduction.md (after ingest and labels: `chess-pipeline reproduce` runs them all, resumably).",
+    selection=job_selection(),
+    description="The published tables reproduced (`chess-pipeline reproduce`'s default): datasets both ways, "
+    "the models with a published figure, the evaluation the published figures read (1-ply suites, DeepChess's "
+    "pairs, the piece values, Lubeck's grid), Hui's TD learner and its check, and reports/reproduction.md "
+    "(after ingest and labels: `chess-pipeline reproduce` runs them all, resumably).",
+)
+reproduction_ours_job = dg.define_asset_job(
+    "reproduction_ours_job",
+    selection=job_selection(("ours",)),
+    description="reproduction_job with the optional stage `ours` (`chess-pipeline reproduce --with ours`): also "
+    "the matches, head to head, Elo, each model's evaluation page, and the models with no published figure.",
 )

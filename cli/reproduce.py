@@ -21,6 +21,7 @@ cli/reproduce_run.py.
 """
 
 import argparse
+import dataclasses
 import math
 import sys
 import time
@@ -32,6 +33,7 @@ from cli.reproduce_config import ReproduceConfig
 from cli.reproduce_run import check_models, reproduce, select_archives
 from cli.runtime import open_instance, open_store
 from cli.train import add_override_flags, overrides_from_args
+from pipeline.research.published import OptionalStage
 from pipeline.settings import from_namespace
 from training.choices import Profile
 
@@ -89,11 +91,17 @@ def check_config(cfg: ReproduceConfig) -> None:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> None:
-    flagged = [f.name for f in fields(ReproduceConfig) if f.name not in ("models", "label", "caps")]
+    flagged = [f.name for f in fields(ReproduceConfig) if f.name not in ("models", "label", "caps", "with_stages")]
     label = limit_from_args(args, "reproduce", ReproduceConfig.label)  # refused in one line before any store work
     caps = overrides_from_args(args, "reproduce", CAP_FLAGS)  # likewise
-    cfg = from_namespace(ReproduceConfig, args, flagged, models=tuple(args.models), label=label, caps=caps)
+    stages = tuple(dict.fromkeys(args.with_stages or ()))
+    cfg = from_namespace(ReproduceConfig, args, flagged, models=tuple(args.models), label=label, caps=caps,
+                         with_stages=stages)  # fmt: skip
     check_config(cfg)  # before a store is made
+    if not cfg.models:  # the default selection: the models with a published figure (all with --with ours)
+        from assets.reproduce import default_models
+
+        cfg = dataclasses.replace(cfg, models=tuple(default_models(cfg.with_stages)))
     check_models(cfg.models)
     select_archives(cfg)
     store = open_store(args.home)
@@ -118,8 +126,15 @@ def add_parser(sub) -> None:
         "reproduce", help="the published tables on the shared data: ingest, label, train, evaluate, report"
     )
     s.add_argument(
-        "models", nargs="*", help="model assets to reproduce (default: every model but mlp_search_regression)"
+        "models",
+        nargs="*",
+        help="model assets to reproduce (default: those with a published figure; with --with ours, every model "
+        "but mlp_search_regression)",
     )
+    add_field_flag(
+        s, ReproduceConfig, "with_stages", "--with", dest="with_stages", action="append", default=None,
+        choices=get_args(OptionalStage), metavar="STAGE",
+    )  # fmt: skip
     add_field_flag(s, ReproduceConfig, "data", "--data", metavar="FOLDER")
     add_field_flag(s, ReproduceConfig, "archives", "--archives", metavar="GLOB")
     add_field_flag(s, ReproduceConfig, "suites", "--suites", metavar="FOLDER")

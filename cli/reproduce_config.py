@@ -13,6 +13,7 @@ from pathlib import Path
 
 from cli.flags import SHARED_EPD, SHARED_PGN
 from pipeline.labels.uci import Limit
+from pipeline.research.published import OptionalStage
 from training.choices import Profile
 from training.config import ScheduleOverrides
 
@@ -26,7 +27,12 @@ class ReproduceConfig:
     suites: str = str(SHARED_EPD)
     """Folder of the EPD suites (STS, Kaufman)."""
     models: tuple[str, ...] = ()
-    """Model assets to reproduce (empty: every model but mlp_search_regression, ours on searched positions)."""
+    """Model assets to reproduce (empty: those with a published figure; with --with ours, every model but
+    mlp_search_regression, ours on searched positions)."""
+    with_stages: tuple[OptionalStage, ...] = ()
+    """Optional stages beyond the published figures (--with STAGE, repeatable): ours, the project's own
+    measures (the matches, head to head and Elo, each model's evaluation page, the suites at depth 2, the TD
+    line's match against the traditional evaluation, the models with no published figure)."""
     profile: Profile = "full"
     """Training profile: full (the published schedules) or quick (a few CPU minutes a model)."""
     label: Limit = Limit()
@@ -53,7 +59,7 @@ class ReproduceConfig:
     games (0: one per core)."""
 
 
-STEP_KINDS = ("dataset", "model", "evaluation")
+STEP_KINDS = ("dataset", "model", "evaluation", "selfplay")
 """What a reproduce step makes, which decides the settings it is kept under (settings_text)."""
 
 
@@ -70,7 +76,10 @@ def settings_text(cfg: ReproduceConfig, kind: str) -> str:
         )  # a budget changes what a model holds
     if kind == "evaluation":
         suites = Path(cfg.suites).expanduser().resolve()
-        return f"eval={'quick' if cfg.quick_eval else 'full'} openings={cfg.openings} suites={suites}"
+        stages = f" with={','.join(cfg.with_stages)}" if cfg.with_stages else ""  # ours: deeper suites
+        return f"eval={'quick' if cfg.quick_eval else 'full'} openings={cfg.openings} suites={suites}{stages}"
+    if kind == "selfplay":  # the TD line's own settings only: another evaluation setting never plays it on
+        return f"td={'quick' if cfg.quick_eval else 'full'}"
     raise ValueError(f"step kind must be one of {STEP_KINDS}, got {kind!r}")
 
 
@@ -91,7 +100,7 @@ def step_kind(name: str) -> str:
         return "dataset"
     if base in MODELS or name == "model_results":
         return "model"
-    return "evaluation"
+    return "selfplay" if name == "td_selfplay" else "evaluation"
 
 
 def bounds_text(cfg: ReproduceConfig) -> str:

@@ -101,7 +101,7 @@ def op_configs(cfg: ReproduceConfig, names: list[str], settings: dict[str, str],
     from assets.deepchess import PairsConfig
     from assets.evaluation import HeadToHeadConfig, MatchesConfig, SuitesConfig
     from assets.piece_values import PieceValuesEvalConfig
-    from assets.reproduce import LUBECK_GRID, REPORT, ReportConfig, split_config
+    from assets.reproduce import LUBECK_GRID, REPORT, ReportConfig, split_config, stage_configs
     from assets.training import MODELS
     from cli.datasets import takes_labels
     from cli.evaluate import QUICK_EVALUATION, QUICK_PIECE_VALUE_ROWS
@@ -143,7 +143,7 @@ def op_configs(cfg: ReproduceConfig, names: list[str], settings: dict[str, str],
             from pipeline.play.lubeck_grid import QUICK_GRID
 
             ops[n] = LubeckGridConfig(**QUICK_GRID)
-    return ops
+    return stage_configs(ops, cfg.with_stages, cfg.quick_eval, cfg.workers, cfg.openings)  # TD steps, suite depths
 
 
 def will_run(
@@ -259,7 +259,7 @@ def run_steps(
 
     outcomes = {} if outcomes is None else outcomes
     defs = defined_assets()
-    names = job_assets(models, grid_extra(models))
+    names = job_assets(models, grid_extra(models), cfg.with_stages)
     ops = op_configs(cfg, names, settings, models)
     failed: dict[str, str] = {}
     started = time.monotonic() if started is None else started

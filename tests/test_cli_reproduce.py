@@ -167,7 +167,7 @@ def test_report_has_every_published_figure_beside_ours(reproduced):
     # Each step's status is what the second run did with it (kept: finished before the kill).
     before = reproduced["before"]
     statuses = {"archive_tables": "kept", "labels": "kept", "sabatelli_3class": "kept",
-                MODEL: "kept" if MODEL in before else "done", f"eval_matches_{MODEL}": "done"}  # fmt: skip
+                MODEL: "kept" if MODEL in before else "done", f"eval_suites_{MODEL}": "done"}  # fmt: skip
     for step, status in statuses.items():
         assert re.search(rf"\| {step} \| {status} \| \d+m \d\ds \|", text), (step, status)
     links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", text)

@@ -34,10 +34,10 @@ def reserved(steps: list[str]) -> float:
     return evaluation_reserve(steps[last + 1 :], {}, "full").seconds
 
 
-def job_steps(models: list[str]) -> list[str]:
+def job_steps(models: list[str], stages: tuple = ()) -> list[str]:
     from assets.reproduce import grid_extra, job_assets
 
-    return job_assets(models, grid_extra(models))
+    return job_assets(models, grid_extra(models), stages)
 
 
 def test_each_model_run_gets_its_share_and_the_report_gets_the_budget(tmp_path, monkeypatch):
@@ -303,7 +303,9 @@ def test_the_reserve_takes_a_step_as_long_as_this_store_timed_it_with_the_same_s
     def stand_in() -> None:
         time.sleep(1.0)
 
-    cfg = rc.ReproduceConfig(data=str(tmp_path), suites=str(tmp_path), hours=1.0, models=("mlp_bitmap_3class",))
+    cfg = rc.ReproduceConfig(
+        data=str(tmp_path), suites=str(tmp_path), hours=1.0, models=("mlp_bitmap_3class",), with_stages=("ours",)
+    )  # elo_ratings: a step of the stage ours
     fingerprint = rc.settings_text(cfg, "evaluation")
     with dg.DagsterInstance.ephemeral() as instance:
         assert rs.run_seconds(instance, "elo_ratings", fingerprint) is None  # never made
@@ -312,15 +314,15 @@ def test_the_reserve_takes_a_step_as_long_as_this_store_timed_it_with_the_same_s
         assert took is not None and 1.0 <= took < 30
         quick = dataclasses.replace(cfg, quick_eval=True)
         assert rs.run_seconds(instance, "elo_ratings", rc.settings_text(quick, "evaluation")) is None
-        reserve = rs.evaluation_reserve_of(instance, cfg, job_steps(list(cfg.models)))
+        reserve = rs.evaluation_reserve_of(instance, cfg, job_steps(list(cfg.models), cfg.with_stages))
     assert reserve.timed == 1
     elo = EVALUATION_SECONDS["full"]["elo_ratings"]
-    assert reserve.seconds == pytest.approx(reserved(job_steps(list(cfg.models))) - elo + took)
+    assert reserve.seconds == pytest.approx(reserved(job_steps(list(cfg.models), cfg.with_stages)) - elo + took)
 
 
 @pytest.mark.parametrize("evaluation", ["quick", "full"])
 def test_every_step_after_training_has_a_measured_figure(evaluation):
     """A step no figure covers would stop a --hours command when its first model starts, hours in."""
-    steps = job_steps(list(REPRODUCED))
+    steps = job_steps(list(REPRODUCED), ("ours",))  # every step, the optional stage's too
     r = evaluation_reserve(steps[steps.index("model_results") :], {}, evaluation)
     assert r.steps > 3 * len(REPRODUCED) and r.seconds > 0

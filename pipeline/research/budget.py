@@ -57,6 +57,8 @@ EVALUATION_SECONDS: dict[Evaluation, dict[str, float]] = {
         "eval_head_to_head": 5.7,
         "elo_ratings": 1.2,
         "eval_report_": 0.5,
+        "td_selfplay": 8.0,
+        "td_evaluation": 15.0,
         "lubeck_grid": 9.5,
         "reproduction_report": 3.8,
     },
@@ -69,6 +71,8 @@ EVALUATION_SECONDS: dict[Evaluation, dict[str, float]] = {
         "eval_head_to_head": 37.8,
         "elo_ratings": 1.0,
         "eval_report_": 0.4,
+        "td_selfplay": 175.0,
+        "td_evaluation": 640.0,
         "lubeck_grid": 4400.0,
         "reproduction_report": 3.8,
     },
@@ -93,7 +97,12 @@ processes (the evaluation's default on 2 cores):
   (training.piece_values.evaluate_checkpoint, 82.5 s, 83 with its run); DeepChess's pairs as in
   the quick run (--quick-eval does not change them); Lubeck's default grid (16 start positions
   of each kind: 576 games, two processes already) as 4 x the 144-game grid's 18 min 17 s
-  (README, Lubeck's experiment grid)."""
+  (README, Lubeck's experiment grid); Hui's TD learner (assets.reproduce.TD_LINE, TD_CHECK), two
+  processes at load 3.6 to 6.5: a generation of 20 self-play games at depth 2 took 21.2 s (8
+  generations, 170 s, 175 with its run), a batch of 100 games against the random mover 63.8 s
+  (10 batches, 640 s with its run); the quick line (one generation of 4 games) and check (2 x 10
+  games) scaled from those. The full suites' figure was measured at depths 1 and 2; without the
+  stage `ours` they search at 1 ply only, so it over-reserves."""
 MIN_MINUTES = 1.0
 """The least a model run is given, budget or not (the report then states the overrun)."""
 
