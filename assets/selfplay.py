@@ -122,12 +122,14 @@ def td_selfplay(context: dg.AssetExecutionContext, config: TDSelfPlayConfig, sto
     st = store.get()
     progress = run_progress(context, "games", cfg.generations * cfg.games)
     line = play_line(st, cfg, _last_checkpoint(context, cfg.name), on_game=progress.step, log=context.log.info)
-    keys = [h["archive"] for h in line.history[-cfg.generations :]]
+    # This request's generations, those a killed run of it played included (play_line continues it).
+    gens = line.history[-cfg.generations :]
+    keys = [h["archive"] for h in gens]
     known = set(context.instance.get_dynamic_partitions(archives_partitions.name))
     if new := [k for k in keys if k not in known]:
         context.instance.add_dynamic_partitions(archives_partitions.name, new)
-    gens = line.generations
-    seconds = sum(g.seconds for g in gens)
+    seconds = sum(h["seconds"] for h in gens)
+    games = sum(h["games"] for h in gens)
     png = selfplay_curve_png(line.history, f"{cfg.name}: td_{cfg.model} {cfg.learner}, lambda {cfg.lam}, lr {cfg.lr}")
     return dg.MaterializeResult(
         metadata={
@@ -135,9 +137,9 @@ def td_selfplay(context: dg.AssetExecutionContext, config: TDSelfPlayConfig, sto
             "line": cfg.name,
             "generation": line.history[-1]["generation"],
             "archives": dg.MetadataValue.json(keys),
-            "games": sum(g.games for g in gens),
-            "games_per_second": round(sum(g.games for g in gens) / seconds, 4) if seconds else 0.0,
-            "positions_searched_per_second": round(sum(g.nodes for g in gens) / seconds, 1) if seconds else 0.0,
+            "games": games,
+            "games_per_second": round(games / seconds, 4) if seconds else 0.0,
+            "positions_searched_per_second": round(sum(h["nodes"] for h in gens) / seconds, 1) if seconds else 0.0,
             "generations": dg.MetadataValue.md(_history_md(line.history)),
             "learning_curve": png_md(png, "self-play learning curve"),
             "history": dg.MetadataValue.json(line.history),

@@ -295,11 +295,38 @@ def run_generation(
 @dataclass
 class LineResult:
     generations: list[Generation]
+    """The generations this call played (not those a killed run of the same request played)."""
     archives: list[StorePath]
-    """The PGN archive of each generation (inside the store's archives folder)."""
+    """The PGN archive of each generation of the request (inside the store's archives folder),
+    a killed run's included."""
     checkpoints: list[StorePath]
+    """The checkpoint of each generation of the request, a killed run's included."""
     history: list[dict]
     """Every generation of the line so far (earlier runs' too), as Generation.summary()."""
+
+
+LINE_SETTINGS = (
+    "name",
+    "learner",
+    "model",
+    "hidden",
+    "init",
+    "lam",
+    "lr",
+    "depth",
+    "games",
+    "random_plies",
+    "max_plies",
+    "clock_ends",
+    "start",
+    "seed",
+)
+"""The TDConfig fields that make a line: a checkpoint continues `cfg` when they are equal (the
+others, e.g. generations, workers, curve_games, change neither the games nor the weights)."""
+
+
+def same_line(old: TDConfig, cfg: TDConfig) -> bool:
+    return all(getattr(old, k) == getattr(cfg, k) for k in LINE_SETTINGS)
 
 
 def resumable(checkpoint: StorePath | str | None, cfg: TDConfig) -> bool:
@@ -312,23 +339,46 @@ def resumable(checkpoint: StorePath | str | None, cfg: TDConfig) -> bool:
     if not storage.exists(store_location(checkpoint)):
         return False
     _, old, _ = load_checkpoint(checkpoint)
-    keep = (
-        "name",
-        "learner",
-        "model",
-        "hidden",
-        "init",
-        "lam",
-        "lr",
-        "depth",
-        "games",
-        "random_plies",
-        "max_plies",
-        "clock_ends",
-        "start",
-        "seed",
-    )
-    return all(getattr(old, k) == getattr(cfg, k) for k in keep)
+    return same_line(old, cfg)
+
+
+def checkpoint_path(store, cfg: TDConfig, number: int) -> StorePath:
+    """Where generation `number` of the line cfg.name keeps its weights."""
+    return store.root / "selfplay" / cfg.name / f"gen-{number:04d}.pt"
+
+
+def _steps(history: list[dict]) -> list[tuple[int, str]]:
+    """A line's generations as (number, archive key): what two histories share when one
+    continues the other (the checkpoints' paths would change with the store's place)."""
+    return [(h.get("generation"), h.get("archive")) for h in history]
+
+
+def interrupted_run(store, cfg: TDConfig, before: list[dict]) -> tuple[StorePath, int] | None:
+    """The furthest checkpoint a killed run of this very request left (or an earlier run of it
+    that no lineage recorded): of the line cfg (same settings), its history `before` followed by
+    1 to cfg.generations generations; with the number of generations it got through. None when
+    there is none. Seeds depend only on (seed, generation), so such a run played exactly the
+    games this one would."""
+    from pipeline.store import storage
+
+    best: tuple[StorePath, int] | None = None
+    for path in storage.list_files(store.root / "selfplay" / cfg.name, ".pt"):
+        if not re.fullmatch(r"gen-\d+\.pt", path.name):
+            continue
+        try:
+            _, old, ck = load_checkpoint(path)
+        except ValueError:  # another encoder: not this line's
+            continue
+        history = list(ck["history"])
+        extra = len(history) - len(before)
+        if (
+            same_line(old, cfg)
+            and 0 < extra <= cfg.generations
+            and _steps(history[: len(before)]) == _steps(before)
+            and (best is None or extra > best[1])
+        ):
+            best = (path, extra)
+    return best
 
 
 def play_line(
@@ -340,7 +390,13 @@ def play_line(
 ) -> LineResult:
     """cfg.generations generations of the line cfg.name, after the checkpoint resume_from when
     it continues this line (else from the untrained weights): each generation's games as an
-    archive in the store (Store.add_archive: ingest sees it) and its weights as a checkpoint."""
+    archive in the store (Store.add_archive: ingest sees it) and its weights as a checkpoint.
+
+    Run again after being killed (the same request: the same resume_from and settings), it
+    continues after the last checkpoint the killed run wrote, as if never interrupted: the same
+    generation numbers, so the same seeds, games and weights (the update carries no optimizer
+    state between generations: the checkpoint's weights are all there is), and a generation
+    played again writes the same bytes, so its archive is the one already there (one key)."""
     from pipeline.store import storage
 
     params, history, first = initial_params(cfg), [], 1
@@ -349,20 +405,31 @@ def play_line(
         history, first = list(ck["history"]), ck["generation"] + 1
         log(f"{cfg.name}: continuing after generation {ck['generation']} ({resume_from})")
     out = LineResult([], [], [], history)
+    todo = cfg.generations
+    if killed := interrupted_run(store, cfg, history):
+        path, played = killed
+        params, _, ck = load_checkpoint(path)
+        archives = store.find_archives()
+        for h in ck["history"][len(history) :]:
+            out.archives.append(archives[h["archive"]])
+            out.checkpoints.append(checkpoint_path(store, cfg, h["generation"]))
+        history[:] = list(ck["history"])
+        first, todo = ck["generation"] + 1, cfg.generations - played
+        log(f"{cfg.name}: {played} of {cfg.generations} generations already played (to {path}), continuing")
     folder = store.archives_dir / "selfplay" / cfg.name
     done = [p for p in storage.list_files(folder, ".pgn") if re.fullmatch(r"gen-\d+\.pgn", p.name)]
-    if first == 1 and done:
+    if not history and done:
         # A fresh start of a name already used: new archives after the old ones, never over them
         # (an archive's games stay in the store under its key).
         first = max(int(p.name[4:-4]) for p in done) + 1
         log(f"{cfg.name}: starting afresh (no checkpoint of these settings), as generation {first}")
     with GamePool(cfg.workers) as pool:
-        for number in range(first, first + cfg.generations):
+        for number in range(first, first + todo):
             gen = run_generation(pool, params, cfg, number, on_game)
             params = gen.params
             # Through the store's add path: a name another run took meanwhile gets a numbered one.
             key, pgn = store.add_archive_data(gen.pgn.encode("utf-8"), f"selfplay/{cfg.name}/gen-{number:04d}.pgn")
-            ck = store.root / "selfplay" / cfg.name / f"gen-{number:04d}.pt"
+            ck = checkpoint_path(store, cfg, number)
             history.append({**gen.summary(), "archive": key, "checkpoint": str(ck)})
             save_checkpoint(ck, params, cfg, number, history, key)
             out.generations.append(gen)
