@@ -13,9 +13,11 @@ before it as their own runs: `chess-pipeline reproduce` runs all of it, resumabl
 """
 
 import base64
+import json
 import operator
 import re
 import time
+from dataclasses import asdict, dataclass
 from functools import reduce
 
 import dagster as dg
@@ -32,12 +34,12 @@ from assets.shared import EVALUATION_GROUP as EVAL_GROUP
 from assets.shared import REPRODUCTION_GROUP as GROUP
 from assets.training import MODELS, TrainRunConfig, train_and_record
 from pipeline.datasets.datasets import DATASETS, build_dataset
-from pipeline.research import published
+from pipeline.research import published, step_records
 from pipeline.research.published import DEEPCHESS_MODEL, TD_MODEL, OptionalStage
 from pipeline.research.reproduction import ReportInputs, Step, on_published_split, ours_from_store, render
 from pipeline.store import storage
 from pipeline.store.store import Store
-from pipeline.store.store_files import atomic_path
+from pipeline.store.store_files import atomic_path, read_json, write_json
 from training.catalog import PIECE_VALUE_MODELS
 from training.td.config import TDConfig, TDEvaluation
 
@@ -224,8 +226,8 @@ class ReportConfig(DescribedConfig):
 
 
 def _png_from_md(value) -> bytes | None:
-    """The PNG of a png_md metadata value (a data URI in Markdown), or None."""
-    text = getattr(value, "value", None) or getattr(value, "md_str", None) or ""
+    """The PNG of a png_md metadata value (a data URI in Markdown; the value, or its text), or None."""
+    text = value if isinstance(value, str) else getattr(value, "value", None) or getattr(value, "md_str", None) or ""
     hit = re.search(r"data:image/png;base64,([A-Za-z0-9+/=]+)", str(text))
     return base64.b64decode(hit.group(1)) if hit else None
 
@@ -233,6 +235,58 @@ def _png_from_md(value) -> bytes | None:
 def _latest(instance: dg.DagsterInstance, key: str):
     event = instance.get_latest_materialization_event(dg.AssetKey(key))
     return None if event is None or event.asset_materialization is None else event
+
+
+INPUTS_DIR = "reports/reproduction/inputs"
+"""Where the report keeps, beside each step's record in the store (pipeline.research.step_records),
+what it reads of that step's making (<step>.json: its metadata, when it finished, its wall time), so
+a second machine on the same store, whose Dagster instance never made the step, reports the same."""
+
+
+@dataclass(frozen=True)
+class Made:
+    """What the report reads of a step's latest making."""
+
+    meta: dict
+    """Its materialisation's metadata, plain values (Markdown and paths as text)."""
+    timestamp: float
+    """When it finished (seconds since the epoch)."""
+    seconds: float | None
+    """Its wall time as Dagster recorded it (the run's step stats)."""
+
+
+def _plain(meta) -> dict:
+    """Metadata as plain JSON values (what is not one, such as a table of records, left out)."""
+    out = {}
+    for k, v in meta.items():
+        v = getattr(v, "value", v)
+        try:
+            json.dumps(v)
+        except (TypeError, ValueError):
+            continue
+        out[k] = v
+    return out
+
+
+def made_of(instance: dg.DagsterInstance, st: Store | None, key: str) -> Made | None:
+    """Step `key`'s latest making: from this instance where its materialisation is the one the
+    store's record of the step describes (made within the record's run; then kept in the store,
+    INPUTS_DIR), else from the store where what it keeps is of the recorded making, else from this
+    instance (a step no reproduce run recorded), else None. Without a store: this instance's."""
+    record = None if st is None else step_records.read_record(st.root, key)
+    finished = record is not None and record.finished
+    event = _latest(instance, key)
+    if event is not None:
+        made = Made(
+            _plain(event.asset_materialization.metadata), event.timestamp, step_seconds(instance, event.run_id, key)
+        )
+        if finished and record.made_at - (record.seconds or 0.0) - 1 <= event.timestamp <= record.made_at:
+            write_json(st.root / INPUTS_DIR / f"{key}.json", {"made_at": record.made_at, **asdict(made)})
+            return made
+    kept = read_json(st.root / INPUTS_DIR / f"{key}.json") if finished else {}
+    if finished and kept.get("made_at") == record.made_at and (event is None or event.timestamp < record.made_at):
+        return Made(kept["meta"], kept["timestamp"], kept["seconds"])
+    return made if event is not None else None
 
 
 def step_seconds(instance: dg.DagsterInstance, run_id: str, step: str) -> float | None:
@@ -312,10 +366,10 @@ def reproduction_report(
     sizes, pictures, kaufman, stops = {}, {}, {}, {}
     for m in models:
         for key in (m, on_published_split(m)):
-            event = _latest(instance, key)
-            if event is None:
+            made = made_of(instance, st, key)
+            if made is None:
                 continue
-            meta = dict(event.asset_materialization.metadata)
+            meta = made.meta
             if key == m or m not in sizes:
                 sizes[m] = size_text(meta, config.schedules.get(m, ""))
             stops[key] = size_text(meta, config.schedules.get(key) or config.schedules.get(m, ""))
@@ -326,24 +380,23 @@ def reproduction_report(
                     with atomic_path(path) as tmp:
                         tmp.write_bytes(png)
                     pictures.setdefault(m, []).append((f"{key}: {pic.replace('_', ' ')}", f"reproduction/{path.name}"))
-        suites = _latest(instance, f"eval_suites_{m}")
+        suites = made_of(instance, st, f"eval_suites_{m}")
         if suites is not None:
-            meta = dict(suites.asset_materialization.metadata)
-            table = meta.get("kaufman_positions_depth1")
+            table = suites.meta.get("kaufman_positions_depth1")
             if table is not None:
-                scale = meta.get("kaufman_scale")
-                kaufman[m] = table.value + (
-                    "\n\nStockfish's own delta on the same positions, the scale:\n\n" + scale.value if scale else ""
+                scale = suites.meta.get("kaufman_scale")
+                kaufman[m] = table + (
+                    "\n\nStockfish's own delta on the same positions, the scale:\n\n" + scale if scale else ""
                 )
             chart = report_dir(st, m) / "kaufman_depth1.png"
             if storage.exists(chart):
                 pictures.setdefault(m, []).append((f"{m}: Kaufman test per position", f"evaluation/{m}/{chart.name}"))
     if TD_MODEL in names:
-        hui = td_row(instance, config.stages)
+        hui = td_row(instance, st)
         if hui is not None:
             ours.update({(f.model, f.table, f.where, f.metric): hui[0] for f in figures if f.model == TD_MODEL})
             sizes[TD_MODEL] = hui[1]
-    steps = [_step(instance, n, config.outcomes.get(n)) for n in names]
+    steps = [_step(instance, n, config.outcomes.get(n), st) for n in names]
     steps = [s for s in steps if s.name != REPORT]
     grid = st.root / "reports" / "lubeck_grid.md"
     if storage.exists(grid):
@@ -370,20 +423,20 @@ def reproduction_report(
     )
 
 
-def td_row(instance: dg.DagsterInstance, stages: list[str]) -> tuple | None:
-    """Hui's row from td_evaluation's latest result: (Ours, what the line was trained on and how it
-    was checked), or None before a check."""
+def td_row(instance: dg.DagsterInstance, st: Store) -> tuple | None:
+    """Hui's row from td_evaluation's latest result (made_of: this instance's, or the store's): (Ours,
+    what the line was trained on and how it was checked), or None before a check."""
     from pipeline.research.reproduction import batches_ours
 
-    event = _latest(instance, TD_STEPS[1])
-    if event is None:
+    check = made_of(instance, st, TD_STEPS[1])
+    if check is None:
         return None
-    meta = {k: getattr(v, "value", v) for k, v in event.asset_materialization.metadata.items()}
+    meta = check.meta
     ours = batches_ours(meta)
     if ours is None:
         return None
-    line = _latest(instance, TD_STEPS[0])
-    lmeta = {} if line is None else {k: getattr(v, "value", v) for k, v in line.asset_materialization.metadata.items()}
+    line = made_of(instance, st, TD_STEPS[0])
+    lmeta = {} if line is None else line.meta
     ratios = meta.get("batch_ratios") or []
     trained = (
         f"line {lmeta.get('line', '?')}: {lmeta.get('generation', '?')} generation(s) of TD-Leaf self-play "
@@ -400,11 +453,11 @@ def grid_extra(models: list[str]) -> tuple[str, ...]:
     return (LUBECK_GRID,) if deps <= set(models) else ()
 
 
-def _step(instance: dg.DagsterInstance, name: str, outcome: str | None = None) -> Step:
-    """A step's wall time from Dagster: an unpartitioned asset's latest materialisation's step; the
-    labels and ingest steps summed over every run of them the reproduce command started. Its
-    status: `outcome` (this run's: done, kept, failed: why, skipped: why), else materialised or
-    missing as its latest materialisation says."""
+def _step(instance: dg.DagsterInstance, name: str, outcome: str | None = None, st: Store | None = None) -> Step:
+    """A step's wall time from Dagster: an unpartitioned asset's latest making's step (made_of: this
+    instance's, or what the store keeps of another machine's); the labels and ingest steps summed over
+    every run of them the reproduce command started with this instance. Its status: `outcome` (this
+    run's: done, kept, failed: why, skipped: why), else materialised or missing as its latest making says."""
     status, _, why = (outcome or "").partition(": ")
     if status in ("failed", "skipped"):
         return Step(name, None, status, why)
@@ -419,11 +472,11 @@ def _step(instance: dg.DagsterInstance, name: str, outcome: str | None = None) -
         what = "archives" if name == "archive_tables" else "runs"
         return Step(name, total if n else None, status or ("materialised" if n else "not run by reproduce"),
                     f"{n} {what}")  # fmt: skip
-    event = _latest(instance, name)
-    if event is None:
+    made = made_of(instance, st, name)
+    if made is None:
         return Step(name, None, "missing")
-    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(event.timestamp))
-    return Step(name, step_seconds(instance, event.run_id, name), status or "materialised", f"finished {when}")
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(made.timestamp))
+    return Step(name, made.seconds, status or "materialised", f"finished {when}")
 
 
 reproduction_assets = [*split_dataset_assets, *split_model_assets, reproduction_report]

@@ -49,20 +49,43 @@ def suites_folder(configured: str, store: Store) -> StorePath:
 
 
 def checkpoint_of(context: dg.AssetExecutionContext, model: str) -> StorePath:
-    """The checkpoint the model asset's latest materialisation recorded (a file, or an object of
-    an S3 store)."""
+    """The checkpoint of the model's latest making (a file, or an object of an S3 store): the one
+    its latest materialisation in this instance recorded, unless the store's reproduce record of
+    the model (pipeline.research.step_records) is of a later run, or this instance has none (a
+    second machine on the same store, which kept the model another machine trained): then
+    models/<model>/<the record's run folder>/checkpoint.pt."""
     from training.train import store_location
 
     event = context.instance.get_latest_materialization_event(dg.AssetKey(model))
-    if event is None or event.asset_materialization is None:
+    meta = {} if event is None or event.asset_materialization is None else event.asset_materialization.metadata
+    record = _store_record(context, model)
+    if event is not None and (record is None or event.timestamp >= record[1]):
+        if "checkpoint" not in meta:
+            raise dg.Failure(f"model {model}'s latest materialisation records no checkpoint")
+        path, made = store_location(meta["checkpoint"].value), "latest materialisation"
+    elif record is not None:
+        path, made = record[0], "run recorded in the store (reproduce/steps)"
+    else:
         raise dg.Failure(f"model {model} has not been materialised: train it first (chess-pipeline train {model})")
-    meta = event.asset_materialization.metadata
-    if "checkpoint" not in meta:
-        raise dg.Failure(f"model {model}'s latest materialisation records no checkpoint")
-    path = store_location(meta["checkpoint"].value)
     if not storage.exists(path):
-        raise dg.Failure(f"{path}: checkpoint of {model}'s latest materialisation is gone; re-materialise {model}")
+        raise dg.Failure(f"{path}: checkpoint of {model}'s {made} is gone; re-materialise {model}")
     return path
+
+
+def _store_record(context: dg.AssetExecutionContext, model: str) -> tuple[StorePath, float] | None:
+    """The checkpoint the store's finished reproduce record of the model names, with when its run
+    began; None without a store resource or such a record."""
+    from pipeline.research import step_records
+
+    resource = getattr(context.resources, "store", None)
+    if resource is None:
+        return None
+    root = resource.get().root
+    record = step_records.read_record(root, model)
+    if record is None or not record.finished or not record.folder:
+        return None
+    began = record.made_at - (record.seconds or 0.0) - 1  # a second of slack for the clocks
+    return root / "models" / model / record.folder / "checkpoint.pt", began
 
 
 def rows_md(rows) -> str:

@@ -4,7 +4,9 @@ resumes its own run folder.
 - An S3 store (a real S3-compatible server on loopback, moto's server mode) reproduced on one
   machine (a local cache folder and Dagster instance of its own), then the same command on a
   second machine (a fresh cache and instance, the same S3 store): every finished step is kept,
-  no archive is ingested again, nothing is labelled twice and no model is trained again.
+  no archive is ingested again, nothing is labelled twice and no model is trained again; the
+  second machine's report is the first's (but for what each machine's own runs legitimately
+  change: _comparable), and an evaluation redone there finds the checkpoint the first trained.
 - A local store whose command is SIGKILLed once the model's first checkpoint is written: the
   same command run again trains on in the same run folder, from that checkpoint's epoch.
 """
@@ -17,9 +19,13 @@ import sys
 import time
 from pathlib import Path
 
+import dagster as dg
 import pytest
 import torch
 
+from assets.evaluation import SuitesConfig, suites_asset
+from assets.resources import StockfishResource, StoreResource
+from assets.shared import checkpoint_of
 from pipeline.store import storage
 from pipeline.store.storage_paths import ObjectPath
 from tests.pipeline.test_storage_s3 import bucket, endpoint  # noqa: F401  (fixtures)
@@ -72,6 +78,9 @@ def test_a_second_machine_on_the_same_s3_store_keeps_every_finished_step(bucket,
     models = ObjectPath(bucket, "store/models")
     trained = sorted(o["Key"] for o in storage.list_objects(models))
     assert any(f"/{MODEL}/" in k for k in trained), trained
+    report = ObjectPath(bucket, "store/reports/reproduction.md")
+    report_a = storage.read_bytes(report).decode()
+    assert f"![{MODEL}: learning curves]" in report_a and "Kaufman test, per position" in report_a, report_a
 
     second = subprocess.run(argv, env=_machine(tmp_path, "b"), cwd=tmp_path, capture_output=True, text=True,
                             timeout=900)  # fmt: skip
@@ -84,6 +93,34 @@ def test_a_second_machine_on_the_same_s3_store_keeps_every_finished_step(bucket,
     assert "ingest: 1 of 1 archives already ingested; 0 to ingest" in second.stdout
     assert re.search(r"labels .*: 0 labelled", second.stdout), second.stdout
     assert sorted(o["Key"] for o in storage.list_objects(models)) == trained  # no model trained again
+    assert _comparable(storage.read_bytes(report).decode()) == _comparable(report_a)
+
+    # Machine B redoes an evaluation of the model it kept (as when the evaluation's settings change):
+    # its instance never made the model, the store's record names the run folder A trained in.
+    (checkpoint,) = [k for k in trained if k.startswith(f"store/models/{MODEL}/") and k.endswith("/checkpoint.pt")]
+    instance_b = dg.DagsterInstance.local_temp(tempdir=str(tmp_path / "b" / "dagster"))
+    resources = {"store": StoreResource(root=home), "stockfish": StockfishResource(workers=1)}
+    with dg.build_asset_context(instance=instance_b, resources={"store": resources["store"]}) as context:
+        assert str(checkpoint_of(context, MODEL)) == f"s3://{bucket}/{checkpoint}"
+    config = SuitesConfig(suites_dir=str(tmp_path / "suites"), depths=[1], kaufman_depth=4, max_positions=2)
+    redone = dg.materialize([suites_asset(MODEL)], instance=instance_b, resources=resources,
+                            run_config=dg.RunConfig(ops={f"eval_suites_{MODEL}": config}))  # fmt: skip
+    assert redone.success
+
+
+def _comparable(report: str) -> str:
+    """The report less what each machine's own runs make differ: each step's status (done on the
+    first machine, kept on the second) and the ingest and labels rows (the runs of them each
+    machine's instance holds: the second checks and labels nothing, but runs them), so the total."""
+    out = []
+    for line in report.splitlines():
+        cells = line.split(" | ")
+        if line.startswith(("| archive_tables |", "| labels |", "| total |")):
+            continue
+        if len(cells) == 4 and cells[1] in ("done", "kept"):  # | step | status | wall time | detail |
+            cells[1] = "done or kept"
+        out.append(" | ".join(cells))
+    return "\n".join(out)
 
 
 def _checkpoints(store: Path) -> list[Path]:
