@@ -25,12 +25,6 @@ def test_wilson_matches_the_hand_computed_interval():
     assert wilson_interval(0, 5)[0] == 0.0 and wilson_interval(5, 5)[1] == 1.0
 
 
-def test_wilson_agrees_with_statsmodels_where_installed():
-    proportion = pytest.importorskip("statsmodels.stats.proportion")
-    for k, n in ((1, 8), (129, 200), (250, 274)):
-        assert wilson_interval(k, n) == pytest.approx(proportion.proportion_confint(k, n, method="wilson"), abs=1e-4)
-
-
 def test_plain_bootstrap_is_the_textbook_resampling_of_the_observations():
     x = np.random.default_rng(5).normal(2.0, 1.0, 25)
     m = mean_interval(x, resamples=4000, seed=3)
