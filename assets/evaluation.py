@@ -106,15 +106,22 @@ MatchesConfig = config_from(
 )
 
 
-def kaufman_scale_rows(suite: str, positions, pool, deep_depth: int, meta: dict) -> list:
+KAUFMAN_SCALE_DIR = "reports/kaufman_scale"
+"""Where the store keeps Stockfish's own Kaufman deltas (the scale), one JSON file per suite,
+engine, evaluation depth and player depths."""
+
+
+def kaufman_scale_rows(st, suite: str, positions, pool, deep_depth: int, meta: dict) -> list:
     """Stockfish's own Kaufman delta (the player at KAUFMAN_SCALE_DEPTHS, scored at `deep_depth`),
     the scale beside the network's: evaluation_results rows avg_delta_pawns_stockfish_depthN
-    (with _low95 / _high95) and a `<suite>_scale` table in `meta`."""
+    (with _low95 / _high95) and a `<suite>_scale` table in `meta`. Searched once per store
+    (KAUFMAN_SCALE_DIR), not once per model."""
     from pipeline.labels.uci import Limit
-    from pipeline.play.suites import kaufman_rows, kaufman_scale, kaufman_summary
+    from pipeline.play.suites import kaufman_rows, kaufman_summary, kept_kaufman_scale
 
     rows, lines = [], ["| player | mean delta | 95% interval | n |", "|---|---|---|---|"]
-    for depth, deltas in kaufman_scale(positions, pool, Limit("depth", deep_depth)).items():
+    scale = kept_kaufman_scale(st.root / KAUFMAN_SCALE_DIR, positions, pool, Limit("depth", deep_depth))
+    for depth, deltas in scale.items():
         rows += kaufman_rows(
             suite,
             f"avg_delta_pawns_stockfish_depth{depth}",
@@ -179,7 +186,7 @@ def suites_asset(model: str) -> dg.AssetsDefinition:
             rows += suite_rows + problem_rows(suite)
             out = report_dir(st, model)
             if report.kaufman:
-                rows += kaufman_scale_rows(report.name, suite.positions, stockfish.pool, config.kaufman_depth, meta)
+                rows += kaufman_scale_rows(st, report.name, suite.positions, stockfish.pool, config.kaufman_depth, meta)
             for depth, deltas in report.kaufman.items():
                 meta[f"{report.name}_avg_delta_depth{depth}"] = kaufman_summary(deltas).text()
                 png = kaufman_png(

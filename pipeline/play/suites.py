@@ -18,6 +18,9 @@ read as text at all (missing, binary, not UTF-8) raises SuiteError naming the fi
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -29,6 +32,8 @@ import chess
 from pipeline.labels.pool import EnginePool
 from pipeline.labels.uci import Evaluation, Job, Limit
 from pipeline.research.intervals import RESAMPLES, MeanInterval, interval_rows, mean_interval
+from pipeline.store.storage_paths import StorePath
+from pipeline.store.store_files import read_json, write_json
 
 
 @dataclass
@@ -395,6 +400,35 @@ def kaufman_scale(
         moves = [chess.Move.from_uci(found[p.index].best_move) for p in positions]
         out[depth] = kaufman_delta_cp(positions, moves, pool, limit)
     return out
+
+
+def kept_kaufman_scale(
+    folder: StorePath,
+    positions: list[EpdPosition],
+    pool: EnginePool,
+    limit: Limit,
+    depths: tuple[int, ...] = KAUFMAN_SCALE_DEPTHS,
+) -> dict[int, list[DeltaCp]]:
+    """kaufman_scale, kept in `folder` (a JSON file named by a hash of the positions with their
+    operations, the engine's name, the limit and the depths) and read back from there: the
+    scale is the same for every model evaluated on the suite (Stockfish at a fixed depth with
+    its hash cleared per position is deterministic), so it is searched once per store."""
+    what = {
+        "positions": [
+            [p.id, p.board.fen(), {k: [str(m) for m in v] if isinstance(v, list) else str(v) for k, v in p.ops.items()}]
+            for p in positions
+        ],
+        "engine": pool.name,
+        "limit": str(limit),
+        "depths": list(depths),
+    }
+    path = folder / f"{hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]}.json"
+    kept = read_json(path)
+    if kept.get("what") == what:
+        return {int(d): [DeltaCp(**x) for x in deltas] for d, deltas in kept["deltas"].items()}
+    scale = kaufman_scale(positions, pool, limit, depths)
+    write_json(path, {"what": what, "deltas": {d: [dataclasses.asdict(x) for x in xs] for d, xs in scale.items()}})
+    return scale
 
 
 def _after_score(e: Evaluation, board: chess.Board, mover_white: bool, clip: int) -> int:

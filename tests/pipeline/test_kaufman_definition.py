@@ -16,6 +16,7 @@ from pipeline.play.suites import (
     kaufman_delta_cp,
     kaufman_scale,
     kaufman_summary,
+    kept_kaufman_scale,
     load_epd,
     reference_moves,
 )
@@ -78,6 +79,24 @@ def test_stockfish_is_the_scale(shared_data, stockfish):
     assert list(scale) == [1, 8]
     assert all(len(ds) == 25 and min(d.delta for d in ds) >= 0 for ds in scale.values())
     assert kaufman_summary(scale[8]).mean <= kaufman_summary(scale[1]).mean
+
+
+def test_the_scale_is_searched_once_per_store_and_read_back_for_the_next_model(shared_data, stockfish, tmp_path):
+    """Every model's eval_suites asset reports the same scale (about 40 s of Stockfish a model at
+    depth 16): the first search is kept in the store and the next reads it, without the engine
+    (here a pool already closed), the same deltas; another depth or another suite searches anew."""
+    positions = load_epd(shared_data / "epd" / "kaufman.epd")[:6]
+    folder = tmp_path / "store" / "reports" / "kaufman_scale"
+    with EnginePool(stockfish, workers=1, clear_hash=True) as pool:
+        first = kept_kaufman_scale(folder, positions, pool, Limit("depth", 6), depths=(1, 2))
+        assert first == kaufman_scale(positions, pool, Limit("depth", 6), depths=(1, 2))  # a direct search
+    assert len(list(folder.glob("*.json"))) == 1
+    assert kept_kaufman_scale(folder, positions, pool, Limit("depth", 6), depths=(1, 2)) == first  # closed pool
+    with pytest.raises(RuntimeError, match="outside"):  # not kept: a closed pool cannot search
+        kept_kaufman_scale(folder, positions[:5], pool, Limit("depth", 6), depths=(1, 2))
+    with pytest.raises(RuntimeError, match="outside"):
+        kept_kaufman_scale(folder, positions, pool, Limit("depth", 7), depths=(1, 2))
+    assert len(list(folder.glob("*.json"))) == 1  # nothing half-written by the failed ones
 
 
 def test_the_report_row_shows_the_interval_beside_the_mean_and_n():
