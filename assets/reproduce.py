@@ -280,7 +280,7 @@ def made_of(instance: dg.DagsterInstance, st: Store | None, key: str) -> Made | 
         made = Made(
             _plain(event.asset_materialization.metadata), event.timestamp, step_seconds(instance, event.run_id, key)
         )
-        if finished and record.made_at - (record.seconds or 0.0) - 1 <= event.timestamp <= record.made_at:
+        if finished and record.made_during(event.timestamp):
             write_json(st.root / INPUTS_DIR / f"{key}.json", {"made_at": record.made_at, **asdict(made)})
             return made
     kept = read_json(st.root / INPUTS_DIR / f"{key}.json") if finished else {}

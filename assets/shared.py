@@ -84,8 +84,7 @@ def _store_record(context: dg.AssetExecutionContext, model: str) -> tuple[StoreP
     record = step_records.read_record(root, model)
     if record is None or not record.finished or not record.folder:
         return None
-    began = record.made_at - (record.seconds or 0.0) - 1  # a second of slack for the clocks
-    return root / "models" / model / record.folder / "checkpoint.pt", began
+    return root / "models" / model / record.folder / "checkpoint.pt", record.began
 
 
 def rows_md(rows) -> str:

@@ -23,6 +23,9 @@ from pipeline.store.store_files import read_json, write_json
 
 STEPS_DIR = "reproduce/steps"
 """Where the step records lie under the store's root."""
+CLOCK_SLACK_S = 1.0
+"""How far before a step's recorded start a materialisation of it may be stamped (the record's
+start is made_at less the seconds the command measured, the instance's stamp its own clock)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,18 @@ class StepRecord:
     @property
     def finished(self) -> bool:
         return self.made_at is not None
+
+    @property
+    def began(self) -> float | None:
+        """When the finished step's run began (made_at less its seconds), CLOCK_SLACK_S earlier."""
+        if self.made_at is None:
+            return None
+        return self.made_at - (self.seconds or 0.0) - CLOCK_SLACK_S
+
+    def made_during(self, timestamp: float) -> bool:
+        """Whether `timestamp` (a materialisation's, from a Dagster instance) falls within the
+        finished step's run (began to made_at)."""
+        return self.made_at is not None and self.began <= timestamp <= self.made_at
 
 
 def record_path(root: StorePath, step: str) -> StorePath:
