@@ -107,16 +107,22 @@ def machine_scaling(workers: int, n: int = 20_000_000) -> float:
     return workers * one / slowest
 
 
+def column_bytes(path: Path) -> Counter:
+    """Compressed bytes of each column of a Parquet file (its column chunks' sizes, every row group)."""
+    per_column: Counter = Counter()
+    meta = pq.ParquetFile(path).metadata
+    for rg in range(meta.num_row_groups):
+        for i in range(meta.num_columns):
+            col = meta.row_group(rg).column(i)
+            per_column[col.path_in_schema] += col.total_compressed_size
+    return per_column
+
+
 def ours(path: Path, workers: int) -> tuple[int, float, dict]:
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp)).ensure()
         stats = ingest_archive(store, "bench", path, IngestConfig(workers=workers))
-        per_column: Counter = Counter()
-        meta = pq.ParquetFile(store.partition_file("positions", "bench")).metadata
-        for rg in range(meta.num_row_groups):
-            for i in range(meta.num_columns):
-                col = meta.row_group(rg).column(i)
-                per_column[col.path_in_schema] += col.total_compressed_size
+        per_column = column_bytes(store.partition_file("positions", "bench"))
         sizes = {
             "positions": stats.positions,
             "bytes_per_position": stats.bytes_per_position,

@@ -55,7 +55,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -65,9 +65,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import chess  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
 
-from benchmarks.ingest import pgn_extract_baseline  # noqa: E402
+from benchmarks.ingest import column_bytes, pgn_extract_baseline  # noqa: E402
 from explorer.queries import explore  # noqa: E402
 from pipeline.ingest.archive import iter_raw_games  # noqa: E402
 from pipeline.ingest.encoding import fens_from_columns  # noqa: E402
@@ -287,15 +286,11 @@ def distinct_fraction(con) -> tuple[int, int]:
 
 def bytes_per_column(store: Store) -> tuple[int, dict[str, int]]:
     """Bytes of the positions files in all, and per column (column chunks' compressed size)."""
-    total, per = 0, {}
+    total, per = 0, Counter()
     for path in sorted((store.root / "positions").rglob("*.parquet")):
         total += path.stat().st_size
-        meta = pq.ParquetFile(path).metadata
-        for rg in range(meta.num_row_groups):
-            for i in range(meta.num_columns):
-                col = meta.row_group(rg).column(i)
-                per[col.path_in_schema] = per.get(col.path_in_schema, 0) + col.total_compressed_size
-    return total, per
+        per += column_bytes(path)
+    return total, dict(per)
 
 
 def percentile(values: list[float], q: float) -> float:
