@@ -225,11 +225,16 @@ def test_broker_gone_mid_run_fails_the_run_clearly_and_a_rerun_completes(cluster
     name, _ = cluster_faults.wait_for_step_process(c.workers)
     port = c.broker.port
     stop_pid(c.broker_proc, signal.SIGKILL)  # the broker goes away mid-run
-    assert run.wait(300) != 0
-    text = log.read_text()
-    assert f"127.0.0.1:{port}" in text and "Connection refused" in text, text[-3000:]
-    # The broker comes back on its port (empty: no persistence); the workers reconnect.
-    c.broker, c.broker_proc = start_redis(c.tmp / "redis-again", port)
+    try:
+        assert run.wait(300) != 0
+        text = log.read_text()
+        # Refused when the run next connects; reset when the kill lands mid-read (a race, both seen).
+        lost = ("Connection refused" in text) or ("Connection reset by peer" in text)
+        assert f"127.0.0.1:{port}" in text and lost, text[-3000:]
+    finally:
+        # The broker comes back on its port (empty: no persistence); the workers reconnect. Even when
+        # the checks above fail, so that the module's later tests still have a broker.
+        c.broker, c.broker_proc = start_redis(c.tmp / "redis-again", port)
     deadline = time.monotonic() + 120
     while cluster_faults.step_process(c.workers[name]) is not None and time.monotonic() < deadline:
         time.sleep(1)  # the orphaned step finishes its shard (its result has nowhere to go)
