@@ -71,11 +71,17 @@ def takes_labels(name: str) -> bool:
     return "label_kind" in DATASETS[name].defaults
 
 
-def check_request(names: list[str], label: dict[str, Any]) -> list[str]:
+def takes_min_elo(name: str) -> bool:
+    from pipeline.datasets.datasets import DATASETS
+
+    return "min_elo" in DATASETS[name].defaults
+
+
+def check_request(names: list[str], label: dict[str, Any], min_elo: int | None = None) -> list[str]:
     """The datasets asked for (default: all but the searched ones, which label with Stockfish and
     are built when named), or SystemExit naming an unknown one, a label setting given to datasets
-    built from the games alone, a searched one given labels other than static, or no Stockfish
-    for a searched one."""
+    built from the games alone, a rating floor (--min-elo) given only to datasets without one or
+    below 0, a searched one given labels other than static, or no Stockfish for a searched one."""
     from pipeline.datasets.datasets import DATASETS
     from pipeline.labels.uci import EngineNotFound, find_stockfish
 
@@ -89,6 +95,13 @@ def check_request(names: list[str], label: dict[str, Any]) -> list[str]:
             f"label setting (built from the games alone); the label flags (--depth, --nodes, --static, "
             f"--label-engine) are for "
             f"{', '.join(n for n in DATASETS if takes_labels(n))}"
+        )
+    if min_elo is not None and min_elo < 0:
+        raise SystemExit(f"chess-pipeline datasets: --min-elo must be 0 (every game) or more, got {min_elo}")
+    if min_elo is not None and not any(takes_min_elo(n) for n in names):
+        raise SystemExit(
+            f"chess-pipeline datasets: {', '.join(names)} {'has' if len(names) == 1 else 'have'} no rating "
+            f"floor (min_elo); --min-elo is for {', '.join(n for n in DATASETS if takes_min_elo(n))}"
         )
     searched = [n for n in names if DATASETS[n].search]
     if searched and label.get("label_kind", "static") != "static":
@@ -112,18 +125,27 @@ def build_datasets(
     split: SplitConfig | None = None,
     label: dict[str, Any] | None = None,
     workers: int = 0,
+    min_elo: int | None = None,
 ) -> DatasetsResult:
     """One Dagster run materialising the datasets named (default: all but the searched ones),
     each with its config class's defaults, the `split` and, for those built from labels, the `label` setting
-    (label_kind, label_value, label_engine: LabelSetting's fields) over them."""
+    (label_kind, label_value, label_engine: LabelSetting's fields) over them; `min_elo` (None: each
+    set's default) is the rating floor of those that have one."""
     from assets.config import sources
     from assets.datasets import CONFIGS, DatasetConfig, dataset_assets, searched_dataset_assets
     from assets.resources import StockfishResource
 
-    names = check_request(names or [], label or {})
+    names = check_request(names or [], label or {}, min_elo)
     fields = dict(sources(DatasetConfig))[SplitConfig]  # {config field: SplitConfig field}
     split_fields = {key: getattr(split or SplitConfig(), name) for key, name in fields.items()}
-    ops = {n: CONFIGS[n](**split_fields, **((label or {}) if takes_labels(n) else {})) for n in names}
+    ops = {
+        n: CONFIGS[n](
+            **split_fields,
+            **((label or {}) if takes_labels(n) else {}),
+            **({"min_elo": min_elo} if min_elo is not None and takes_min_elo(n) else {}),
+        )
+        for n in names
+    }
     result = require_success(
         materialize(
             [*dataset_assets, *searched_dataset_assets],
@@ -173,11 +195,11 @@ def split_setting(args: argparse.Namespace) -> SplitConfig:
 
 def cmd_datasets(args: argparse.Namespace) -> None:
     label = label_setting(args)
-    names = check_request(args.names, label)  # before the store is made: a typo makes none
+    names = check_request(args.names, label, args.min_elo)  # before the store is made: a typo makes none
     split = split_setting(args)
     store = open_store(args.home)
     instance = open_instance(store)
-    result = build_datasets(store, instance, names, split, label, args.workers)
+    result = build_datasets(store, instance, names, split, label, args.workers, args.min_elo)
     print_result(result)
     duck.create_views(store)
     if result.all_empty:  # nothing useful built
@@ -231,6 +253,16 @@ def add_parser(sub) -> None:
         dest="leakage_guard",
         action="store_false",
         help="keep test and val positions in train (for comparison with the published splits)",
+    )
+    from pipeline.datasets.datasets import DATASETS
+
+    floors = ", ".join(f"{n} {spec.defaults['min_elo']}" for n, spec in DATASETS.items() if takes_min_elo(n))
+    s.add_argument(
+        "--min-elo",
+        type=int,
+        metavar="N",
+        help=f"rating floor of the sets that have one: both players rated over N (engine games always in); default: "
+        f"each set's own ({floors})",
     )
     _add_label_flags(s)
     s.set_defaults(func=cmd_datasets)

@@ -677,10 +677,24 @@ def test_datasets_and_train_name_missing_labels_in_one_line_and_label_flags_choo
     for target, score, stm in rows:
         s = -score if stm == "b" else score
         assert target == (0 if s < -150 else 2 if s > 150 else 1)
+    # --min-elo moves the rating floor (both players over it), counted by hand from the games' headers:
+    # 0 adds g3 (1900 / 2400, 10 plies: 11 positions); 2099 keeps g1 twice (2300 / 2200, 15 positions
+    # each) and drops g2 (2100 / 2050).
+    for floor, rows_wanted in (("0", 58), ("2099", 30)):
+        rc, out, err = _home_in_process(
+            capsys, home, "datasets", "sabatelli_3class", "--depth", "6", "--min-elo", floor,
+            "--val-fraction", "0", "--test-fraction", "0",
+        )  # fmt: skip
+        assert rc == 0 and f"sabatelli_3class: train {rows_wanted}, val 0, test 0" in out, (floor, out, err)
     # Bad flags: one line each.
     rc, _, err = _home_in_process(capsys, home, "datasets", "deepchess", "--depth", "6")
     assert rc == 1 and err.count("\n") == 1
     assert err.startswith("chess-pipeline datasets: deepchess takes no label setting")
+    rc, _, err = _home_in_process(capsys, home, "datasets", "deepchess", "lubeck_wdl", "--min-elo", "1000")
+    assert rc == 1 and err.startswith("chess-pipeline datasets: deepchess, lubeck_wdl have no rating floor")
+    assert err.count("\n") == 1 and "--min-elo is for sabatelli_3class" in err
+    rc, _, err = _home_in_process(capsys, home, "datasets", "sabatelli_3class", "--min-elo", "-1")
+    assert rc == 1 and err == "chess-pipeline datasets: --min-elo must be 0 (every game) or more, got -1\n"
     rc, _, err = _home_in_process(capsys, home, "datasets", "sabatelli_3class", "--depth", "0")
     assert rc == 1 and err == "chess-pipeline datasets: --depth: depth limit must be at least 1, got 0\n"
 
