@@ -5,7 +5,6 @@ traditional evaluation, a generation played in a process pool then learnt from i
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import random
 import re
@@ -105,7 +104,10 @@ def play_selfplay_game(params: np.ndarray, cfg: TDConfig, generation: int, index
         {
             "Event": "chess-pipeline TD self-play",
             "Site": SITE,
-            "Date": dt.date.today().strftime("%Y.%m.%d"),
+            # PGN's unknown date, not the day played: a generation played again on another day
+            # (after a kill between its archive and its checkpoint) is the same bytes, so the
+            # archive already in the store, not a second partition of the same games.
+            "Date": "????.??.??",
             "Round": f"{generation}.{index + 1}",
             "White": name,
             "Black": name,
