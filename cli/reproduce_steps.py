@@ -2,8 +2,9 @@
 
 run_steps runs them in turn: a step is kept when a reproduce run with the same settings made it
 after the last change of each of its inputs (up_to_date: the step's record in the store,
-pipeline.research.step_records, so a second machine on the same store keeps it too; for a step
-made before the records, the instance's SETTINGS_TAG run tag), skipped when
+pipeline.research.step_records, so a second machine on the same store keeps it too, with what the
+report reads of it, kept as it finishes: step_finished; for a step made before the records, the
+instance's SETTINGS_TAG run tag), skipped when
 a step upstream failed, else run with its run config (op_configs); with --hours each model run
 gets its share of the time budget (pipeline.research.budget) and the ledger is saved after each
 step; each finished step's line says what is left to run and for how long (to_go_text).
@@ -341,7 +342,7 @@ def run_steps(
             save_ledger(ledger)
         if result.success:
             if name != REPORT:
-                step_records.finished(store.root, name, fingerprint, inputs, took, folder=folder)
+                step_finished(store, instance, name, fingerprint, inputs, took, folder)
             outcomes[name] = "done"
             said = f"done in {took:.1f} s"
         else:
@@ -352,6 +353,25 @@ def run_steps(
         left = [n for n in names[i:] if n in runs and (n == REPORT or not blocked_by(n, failed, deps_of))]
         print(f"{head}: {said}{to_go_text(instance, cfg, left, budget, elapsed(), store)}", flush=True)
     return [f"{n}: {why}" for n, why in failed.items() if not why.startswith("skipped")]
+
+
+def step_finished(
+    store: Store,
+    instance: dg.DagsterInstance,
+    name: str,
+    settings: str,
+    inputs: dict[str, float | None],
+    seconds: float,
+    folder: str = "",
+) -> None:
+    """Record step `name` finished in the store (step_records.finished), then keep there what the
+    report reads of its making (assets.reproduce.made_of), now rather than when the report runs:
+    a command killed between the two leaves a step another machine keeps (its instance never made
+    it) and whose report row would otherwise be missing."""
+    from assets.reproduce import made_of
+
+    step_records.finished(store.root, name, settings, inputs, seconds, folder=folder)
+    made_of(instance, store, name)
 
 
 def warn(message: str) -> None:
