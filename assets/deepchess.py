@@ -32,6 +32,8 @@ from pipeline.store.store_files import atomic_path
 MODEL = DEEPCHESS_MODEL
 """The model asset (its dataset is the asset `deepchess`)."""
 SUITE = "deepchess_pairs"
+HOW = "bootstrap clustered by game, both games of each pair (pairs sharing a game are not independent)"
+"""How a bucket's 95% interval is made (training.deepchess.BucketResult.interval), in its rows."""
 
 
 class PairsConfig(DescribedConfig):
@@ -85,7 +87,7 @@ def evaluate_pairs(
     from pipeline.play.deepchess_eval import static_evals
     from pipeline.play.evaluation import load_suites, suite_files
     from pipeline.play.suites import is_sts
-    from pipeline.research.intervals import interval_rows, interval_text, wilson_interval
+    from pipeline.research.intervals import interval_rows, interval_text
     from pipeline.store import storage
     from training.checkpoints import store_location
     from training.data import LoaderConfig
@@ -119,7 +121,7 @@ def evaluate_pairs(
     rows, intervals = [], {}
     for name, b in buckets.items():
         acc, n = DEEPCHESS_BUCKETS[name]
-        intervals[name] = lo, hi = wilson_interval(b.correct, b.pairs)
+        intervals[name] = lo, hi = b.interval(config.seed)
         rows.append(
             (
                 SUITE,
@@ -127,11 +129,11 @@ def evaluate_pairs(
                 b.accuracy if b.pairs else 0.0,
                 b.pairs,
                 interval_text(f"{b.accuracy if b.pairs else 0.0:.2%}", f"{lo:.2%}", f"{hi:.2%}", b.pairs)
-                + f" (Wilson, each pair one observation); positions: {b.left_positions:,} from White wins, "
+                + f" ({HOW}); positions: {b.left_positions:,} from White wins, "
                 f"{b.right_positions:,} from Black wins; published {acc:.2%} over {n:,} pairs",
             )
         )
-        rows += interval_rows(SUITE, name, lo, hi, b.pairs, "Wilson's, each pair one observation")
+        rows += interval_rows(SUITE, name, lo, hi, b.pairs, HOW)
     rows.append(
         (
             SUITE,
@@ -172,7 +174,7 @@ def evaluate_pairs(
             "static_from_labels": static.from_labels,
             "static_from_engine": static.from_engine,
             "buckets": dg.MetadataValue.md(
-                "| bucket | ours | 95% (Wilson) | pairs | published | published pairs |\n|---|---|---|---|---|---|\n"
+                "| bucket | ours | 95% (by game) | pairs | published | published pairs |\n|---|---|---|---|---|---|\n"
                 + "\n".join(
                     f"| {md_cell(k)} | {b.accuracy:.2%} | {intervals[k][0]:.2%}-{intervals[k][1]:.2%} | {b.pairs:,} "
                     f"| {DEEPCHESS_BUCKETS[k][0]:.2%} | {DEEPCHESS_BUCKETS[k][1]:,} |"

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import chess
@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 import torch
 from torch import nn
 
+from pipeline.research.intervals import two_way_interval
 from pipeline.store.storage_paths import StorePath
 from training.checkpoints import evaluate, load_model, resolve_device, store_location
 from training.data import LoaderConfig, ParquetBatches
@@ -316,10 +317,26 @@ class BucketResult:
     """Pairs judged right, counting each pair's two presentations (left/right and swapped) half."""
     left_positions: int
     right_positions: int
+    scores: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """Each pair's score: 1 right both ways, 0.5 one way, 0 neither (their sum is `correct`)."""
+    left_games: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    """The game_id of each pair's left position (a game White won)."""
+    right_games: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    """The game_id of each pair's right position (a game Black won)."""
 
     @property
     def accuracy(self) -> float:
         return self.correct / self.pairs if self.pairs else math.nan
+
+    def interval(self, seed: int = 0) -> tuple[float, float]:
+        """The accuracy's 95% interval, a bootstrap clustered by game on both sides of the pairs
+        (pipeline.research.intervals.two_way_interval): the positions of a bucket come from few
+        games (a game won on the board stays at +5 pawns for many moves), so its pairs share
+        games and are not independent; (0, 1) without pairs."""
+        if not self.pairs:
+            return 0.0, 1.0
+        m = two_way_interval(self.scores, self.left_games, self.right_games, seed=seed)
+        return m.low, m.high
 
 
 def bucket_accuracy(
@@ -333,9 +350,11 @@ def bucket_accuracy(
     """Experiment 1: for each bucket (BUCKETS), pairs of a position from a White-won game
     (left) and one from a Black-won game (right) of the given static classes, drawn at random
     (each position at most once per bucket, at most max_pairs pairs); the accuracy counts each
-    pair shown both ways (left first, then swapped), half a pair each. static_cp: White's
-    static evaluation of every row of `pairs` (NaN: none)."""
+    pair shown both ways (left first, then swapped), half a pair each; each pair's score and its
+    two games are kept for the interval (BucketResult.interval). static_cp: White's static
+    evaluation of every row of `pairs` (NaN: none)."""
     classes = np.array([static_class(None if np.isnan(c) else float(c)) for c in static_cp], dtype=object)
+    games = pairs.game_ids()
     rng = np.random.default_rng([seed, 16])
     out = {}
     for name, (left_class, right_class) in BUCKETS.items():
@@ -344,13 +363,13 @@ def bucket_accuracy(
         k = int(min(len(lw), len(rb), max_pairs))
         left = rng.permutation(lw)[:k]
         right = rng.permutation(rb)[:k]
-        correct = 0.0
+        scores = np.zeros(k)
         for i in range(0, k, batch_size):
             la, rb_ = pairs.take(left[i : i + batch_size]), pairs.take(right[i : i + batch_size])
             p_straight = comparator.left_probability(la, rb_)
             p_swapped = comparator.left_probability(rb_, la)  # right is the White-won one now
-            correct += 0.5 * ((p_straight > 0.5).sum().item() + (p_swapped < 0.5).sum().item())
-        out[name] = BucketResult(name, k, correct, len(lw), len(rb))
+            scores[i : i + batch_size] = 0.5 * ((p_straight > 0.5).cpu().numpy() + (p_swapped < 0.5).cpu().numpy())
+        out[name] = BucketResult(name, k, float(scores.sum()), len(lw), len(rb), scores, games[left], games[right])
     return out
 
 

@@ -91,6 +91,8 @@ def test_deepchess_model_and_evaluations_end_to_end(instance, tmp_path, stockfis
     for bucket in BUCKETS:
         value, n, detail = got[(SUITE, bucket)]
         assert 0 <= value <= 1 and n >= 0 and "from White wins" in detail and "published" in detail
+        low, high = got[(SUITE, f"{bucket}_low95")], got[(SUITE, f"{bucket}_high95")]
+        assert low[0] <= value <= high[0] and low[1] == high[1] == n and "clustered by game" in low[2]
     value, n, detail = got[(SUITE, "static_evals")]
     assert 0 < value <= n  # every test position but those in check got a static evaluation
     several = sum(len(p.points) >= 2 for p in read_epd(epd / "sts.epd").positions)

@@ -11,6 +11,7 @@ from pipeline.research.intervals import (
     mean_interval,
     ratio_draws,
     small_sample,
+    two_way_interval,
     wilson_interval,
 )
 
@@ -79,3 +80,40 @@ def test_the_words_and_the_rows():
     with pytest.raises(ValueError):
         mean_interval([])
     assert math.isfinite(mean_interval([3.0]).low)
+
+
+def _pairs(effect: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """400 pairs of 20 White-won by 20 Black-won games, each pair once; a pair's score (right or
+    not) set by its `effect` game: half the games always right, half always wrong."""
+    left, right = np.repeat(np.arange(20), 20), np.tile(np.arange(20), 20)
+    good = np.random.default_rng(7).permutation(20) < 10
+    score = good[left if effect == "left" else right].astype(np.float64)
+    return score, left, right
+
+
+@pytest.mark.parametrize("effect", ["left", "right"])
+def test_two_way_interval_counts_the_games_of_either_side(effect):
+    """All the variation is between the games of one side: 20 independent outcomes, not 400. The
+    interval is the one of those 20 games' scores (at least), whichever side they are on; the
+    plain one, taking the 400 pairs for independent, is far narrower."""
+    score, left, right = _pairs(effect)
+    two_way, plain = two_way_interval(score, left, right, seed=0), mean_interval(score, seed=0)
+    truth = mean_interval(score.reshape(20, 20).mean(axis=1 if effect == "left" else 0), seed=0)
+    assert two_way.mean == plain.mean == 0.5 and two_way.n == 400 and two_way.clusters == 40
+    assert two_way.high - two_way.low >= truth.high - truth.low - 1e-12
+    assert two_way.low <= plain.low and two_way.high >= plain.high
+    assert plain.high - plain.low < 0.4 * (two_way.high - two_way.low)
+
+
+def test_two_way_interval_is_the_plain_one_when_no_two_pairs_share_a_game():
+    score = np.random.default_rng(3).integers(0, 3, 150) / 2  # right, wrong, or half (shown both ways)
+    plain = mean_interval(score, seed=2)
+    two_way = two_way_interval(score, [f"w{i}" for i in range(150)], [f"b{i}" for i in range(150)], seed=2)
+    assert (two_way.low, two_way.high) == pytest.approx((plain.low, plain.high), abs=1e-12)
+
+
+def test_two_way_interval_is_the_same_with_the_same_seed():
+    score, left, right = _pairs("left")
+    score = np.where(np.random.default_rng(1).random(400) < 0.2, 1 - score, score)  # some noise
+    assert two_way_interval(score, left, right, seed=4) == two_way_interval(score, left, right, seed=4)
+    assert two_way_interval(score, left, right, seed=4) != two_way_interval(score, left, right, seed=5)

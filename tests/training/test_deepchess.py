@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from pipeline.datasets.datasets import SPLITS, SplitConfig, build_dataset, dataset_dir
+from pipeline.research.intervals import two_way_interval
 from pipeline.store.store import Store
 from tests.stores import add_pgn, first_games
 from tests.training.conftest import QUIET
@@ -262,6 +263,26 @@ def test_buckets_pair_white_won_and_black_won_positions_of_the_named_classes(dc_
     }
     for b in got.values():
         assert 0 <= b.accuracy <= 1 and (2 * b.correct) == int(2 * b.correct)
+
+
+def test_each_bucket_pair_carries_its_two_games_and_the_interval_is_clustered_by_them(dc_store):
+    torch.manual_seed(0)
+    comparator = Comparator(build_model(PRESETS["deepchess"], ENC.shape, 2), ENC)  # untrained: any scores do
+    path = split(dc_store, "test")
+    pairs = PairBatches(path, LoaderConfig(batch_size=4096, shuffle=False))
+    t = pq.read_table(path, columns=["game_id", "target"])
+    ids, target = t.column("game_id").to_numpy(), t.column("target").to_numpy()
+    cp = np.full(pairs.positions_rows, np.nan)
+    cp[pairs.white_won[:60]] = 600  # consecutive rows: a few games' positions, so pairs share games
+    cp[pairs.black_won[:60]] = -700
+    b = bucket_accuracy(comparator, pairs, cp, max_pairs=1000)["B_white_adv_black_adv"]
+    assert b.pairs == len(b.scores) == len(b.left_games) == len(b.right_games) == 60
+    assert b.scores.sum() == b.correct and set(b.scores) <= {0.0, 0.5, 1.0}
+    assert set(b.left_games) <= set(ids[pairs.white_won[:60]]) and (target[np.isin(ids, b.left_games)] == 1).all()
+    assert set(b.right_games) <= set(ids[pairs.black_won[:60]]) and (target[np.isin(ids, b.right_games)] == 0).all()
+    assert len(set(b.left_games)) < 60 and len(set(b.right_games)) < 60  # games repeat: not independent pairs
+    m = two_way_interval(b.scores, b.left_games, b.right_games, seed=3)
+    assert b.interval(seed=3) == (m.low, m.high) and m.clusters == len(set(b.left_games)) + len(set(b.right_games))
 
 
 def test_solution_ranking_counts_positions_ranked_in_the_suites_order(shared_data):
