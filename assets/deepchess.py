@@ -25,6 +25,7 @@ from assets.shared import (
     suites_folder,
 )
 from pipeline.play.evaluation import write_results
+from pipeline.research.intervals import PAIR_GAMES
 from pipeline.research.published import DEEPCHESS, DEEPCHESS_BUCKETS, DEEPCHESS_MODEL, PAIRS_ON_PUBLISHED_SPLIT
 from pipeline.research.reproduction import on_published_split
 from pipeline.store.store_files import atomic_path
@@ -32,7 +33,7 @@ from pipeline.store.store_files import atomic_path
 MODEL = DEEPCHESS_MODEL
 """The model asset (its dataset is the asset `deepchess`)."""
 SUITE = "deepchess_pairs"
-HOW = "bootstrap clustered by game, both games of each pair (pairs sharing a game are not independent)"
+HOW = PAIR_GAMES
 """How a bucket's 95% interval is made (training.deepchess.BucketResult.interval), in its rows."""
 
 

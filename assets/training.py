@@ -58,8 +58,11 @@ def train_config(name: str, run: TrainRunConfig, store_root: str, out: str) -> T
 
 def deepchess_extras(name: str, cfg, result) -> tuple[dict, list[tuple[str, str, float]]]:
     """Metadata and model_metrics rows a DeepChess run adds: the material baseline on the same
-    pairs, the model's train pair accuracy, the pretraining and fine-tuning curves."""
+    pairs, the model's train pair accuracy, the pretraining and fine-tuning curves, and each pair
+    accuracy's (the model's and the baseline's, train, val and test) 95% interval clustered by
+    game on both sides of the pairs (`<metric>_low95` / `_high95` rows, `pair_accuracy_intervals`)."""
     from pipeline.plots import pretrain_curves_png
+    from pipeline.research.intervals import PAIR_GAMES, interval_text
     from training.deepchess import run_figures
 
     f = run_figures(cfg, result.checkpoint)
@@ -69,10 +72,38 @@ def deepchess_extras(name: str, cfg, result) -> tuple[dict, list[tuple[str, str,
         ("test", "split_by_position", float(by == "position")),  # which protocol these figures are on
         ("test", "leakage_guard", float(guard)),
         ("train", "pair_accuracy", f["model_train_accuracy"]),
+        ("train", "rows", float(f["pairs_train_held"])),  # the pairs train's pair accuracy is measured on
         ("val", "rows", float(f["pairs_val"])),  # the pairs val's accuracy is measured on (the report's n)
         ("train", "material_baseline_accuracy", f["baseline_train_accuracy"]),
         ("val", "material_baseline_accuracy", f["baseline_val_accuracy"]),
     ]  # test's is in the run's test figures (training.deepchess.pair_baselines)
+    # Each pair accuracy's 95% interval, clustered by game on both sides of the pairs (a game
+    # gives many positions, so many pairs): <metric>_low95 / _high95 beside the figure.
+    recorded = {
+        ("train", "pair_accuracy"): f["model_train_accuracy"],
+        ("val", "accuracy"): result.history[-1].get("val_accuracy") if result.history else None,
+        ("test", "accuracy"): result.test.get("accuracy"),
+        ("train", "material_baseline_accuracy"): f["baseline_train_accuracy"],
+        ("val", "material_baseline_accuracy"): f["baseline_val_accuracy"],
+        ("test", "material_baseline_accuracy"): result.test.get("material_baseline_accuracy"),
+    }
+    intervals: dict[str, dict] = {}
+    for (split, metric), scores in f["pair_scores"].items():
+        value = recorded.get((split, metric))
+        if value is None or not len(scores.scores):
+            continue
+        low, high = scores.interval(cfg.seed)
+        rows += [(split, f"{metric}_low95", low), (split, f"{metric}_high95", high)]
+        cell = {"value": value, "low95": low, "high95": high, "n": len(scores.scores), "games": scores.games}
+        intervals.setdefault(split, {})[metric] = cell
+
+    def shown(split: str, metric: str) -> str:
+        c = intervals.get(split, {}).get(metric)
+        if c is None:  # no pairs, or no figure (a run with no epoch has no val accuracy)
+            value = recorded.get((split, metric))
+            return f"{float('nan') if value is None else value:.2%}"
+        return interval_text(f"{c['value']:.2%}", f"{c['low95']:.2%}", f"{c['high95']:.2%}", None)
+
     last = {}
     for r in result.pretrain:
         last[r["layer"]] = r
@@ -80,15 +111,19 @@ def deepchess_extras(name: str, cfg, result) -> tuple[dict, list[tuple[str, str,
         "split_protocol": protocol,
         "train_pair_accuracy": round(f["model_train_accuracy"], 4),
         "material_baseline_test_accuracy": round(f["baseline_test_accuracy"], 4),
+        "pair_accuracy_intervals": intervals,
+        "pair_accuracy_intervals_how": f"95% intervals: {PAIR_GAMES}; seed {cfg.seed}",
         "material_baseline": dg.MetadataValue.md(
             "Logistic regression P(right is the White-won one) = sigmoid(a + b x (material(left) - "
             f"material(right))), fitted on the run's first-epoch train pairs: a = {f['baseline_a']:.3f}, "
             f"b = {f['baseline_b']:.3f}\n\n| pairs | baseline | model |\n|---|---|---|\n"
-            f"| train ({f['pairs_train']:,}) | {f['baseline_train_accuracy']:.2%} | {f['model_train_accuracy']:.2%} |\n"
-            f"| val ({f['pairs_val']:,}) | {f['baseline_val_accuracy']:.2%} | "
-            f"{(result.history[-1]['val_accuracy'] if result.history else float('nan')):.2%} |\n"
-            f"| test ({f['pairs_test']:,}) | {f['baseline_test_accuracy']:.2%} | "
-            f"{result.test.get('accuracy', float('nan')):.2%} |\n\n"
+            f"| train ({f['pairs_train']:,}; model: {f['pairs_train_held']:,}) "
+            f"| {shown('train', 'material_baseline_accuracy')} | {shown('train', 'pair_accuracy')} |\n"
+            f"| val ({f['pairs_val']:,}) | {shown('val', 'material_baseline_accuracy')} "
+            f"| {shown('val', 'accuracy')} |\n"
+            f"| test ({f['pairs_test']:,}) | {shown('test', 'material_baseline_accuracy')} "
+            f"| {shown('test', 'accuracy')} |\n\n"
+            f"95% intervals: {PAIR_GAMES} (seed {cfg.seed}). "
             f"Published (DeepChess): train {DEEPCHESS['train_pair_accuracy']:.2%}, "
             f"val {DEEPCHESS['val_pair_accuracy']:.2%}."
         ),

@@ -139,6 +139,65 @@ class PairBatches:
             yield self.batch(left[i : i + b], right[i : i + b], target[i : i + b])
 
 
+# Each pair of a split scored, for the pair accuracy's interval. -------------------------------
+
+
+def pair_interval(
+    scores: np.ndarray, white_games: np.ndarray, black_games: np.ndarray, seed: int = 0
+) -> tuple[float, float]:
+    """(low, high): the 95% interval of the mean of pairs' scores, a bootstrap clustered by game on
+    both sides of the pairs (pipeline.research.intervals.two_way_interval): a game gives many
+    positions, so many pairs share a game and are not independent; (0, 1) without pairs."""
+    if not len(scores):
+        return 0.0, 1.0
+    m = two_way_interval(scores, white_games, black_games, seed=seed)
+    return m.low, m.high
+
+
+@dataclass(frozen=True)
+class PairScores:
+    """Each pair of a split's fixed pairs (PairBatches.pairs(0), the loader's order) scored: 1
+    judged right, 0 not; with the game of its White-won and of its Black-won position."""
+
+    scores: np.ndarray
+    white_games: np.ndarray
+    black_games: np.ndarray
+
+    @property
+    def accuracy(self) -> float:
+        return float(self.scores.mean()) if len(self.scores) else math.nan
+
+    @property
+    def games(self) -> int:
+        """The games the pairs come from (the interval's clusters)."""
+        return len(set(self.white_games)) + len(set(self.black_games))
+
+    def interval(self, seed: int = 0) -> tuple[float, float]:
+        """The accuracy's 95% interval, clustered by game on both sides (pair_interval)."""
+        return pair_interval(self.scores, self.white_games, self.black_games, seed)
+
+
+def pair_games(pairs: PairBatches, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The game_id of the White-won and of the Black-won position of the first n pairs of
+    `pairs.epoch(0)` (pairs(0), in order: what evaluate and MaterialBaseline score)."""
+    left, right, target = pairs.pairs(0)
+    ids = pairs.game_ids()
+    white, black = np.where(target == LEFT, left, right), np.where(target == LEFT, right, left)
+    return ids[white[:n]], ids[black[:n]]
+
+
+def pair_scores(
+    model: nn.Module, pairs: PairBatches, encoder, device: torch.device | str = "cpu", amp: bool = False
+) -> PairScores:
+    """A comparator's pairs of `pairs.epoch(0)` scored one by one, in the very pass that gives
+    the run's accuracy (training.checkpoints.evaluate, its `per_row`): the scores' mean is that
+    figure, on the same device and precision."""
+    per_row: dict = {}
+    evaluate(model, pairs, encoder, torch.device(device), 2, 1.0, amp, per_row)
+    scores = (per_row["prediction"] == per_row["target"]).astype(np.float64)
+    return PairScores(scores, *pair_games(pairs, len(scores)))
+
+
 # The plain baseline: a logistic regression on the material difference of the two positions. ---
 
 
@@ -189,6 +248,13 @@ class MaterialBaseline:
             right += (pred == batch.target.long()).sum().item()
             n += len(batch.target)
         return right / n if n else math.nan
+
+    def pair_scores(self, pairs: PairBatches) -> PairScores:
+        """Each pair of `pairs.epoch(0)` right (1) or not (0) by the rule, with its two games: the
+        scores' mean is `accuracy(pairs)`."""
+        right = [((self.logits(b) > 0).long() == b.target.long()).numpy() for b in pairs.epoch(0)]
+        scores = np.concatenate(right).astype(np.float64) if right else np.zeros(0)
+        return PairScores(scores, *pair_games(pairs, len(scores)))
 
 
 # Comparing positions with a trained model. ----------------------------------------------------
@@ -333,10 +399,7 @@ class BucketResult:
         (pipeline.research.intervals.two_way_interval): the positions of a bucket come from few
         games (a game won on the board stays at +5 pawns for many moves), so its pairs share
         games and are not independent; (0, 1) without pairs."""
-        if not self.pairs:
-            return 0.0, 1.0
-        m = two_way_interval(self.scores, self.left_games, self.right_games, seed=seed)
-        return m.low, m.high
+        return pair_interval(self.scores, self.left_games, self.right_games, seed)
 
 
 def bucket_accuracy(
@@ -377,8 +440,13 @@ def run_figures(cfg, checkpoint: Path | str) -> dict:
     """What a finished run is judged by beside its test accuracy, on the run's own pairs: the
     material baseline (fitted on train's first-epoch pairs; accuracy on those, on val and on
     test, the pairs the model was evaluated on) and the model's accuracy on train pairs (the
-    first max_eval_rows rows of train, pairs drawn as for val). cfg: the run's TrainConfig."""
-    from pipeline.datasets.datasets import built_with, dataset_dir
+    first max_eval_rows rows of train, pairs drawn as for val). cfg: the run's TrainConfig.
+
+    `pair_scores`: each of those figures pair by pair (PairScores, for its interval), keyed by
+    its model_metrics (split, metric): the model's val accuracy (its last epoch's weights, as
+    the run's val figure is) and test accuracy (its best weights) scored again on the run's
+    device and precision, the pairs unchanged, so each mean is the figure the run recorded."""
+    from pipeline.datasets.datasets import SPLITS, built_with, dataset_dir
     from pipeline.store import storage
     from pipeline.store.store import Store
 
@@ -394,22 +462,34 @@ def run_figures(cfg, checkpoint: Path | str) -> dict:
         "test": PairBatches(files["test"], ev, limit=cfg.max_eval_rows),
     }
     baseline = MaterialBaseline.fit(train_pairs)
+    scored = {
+        ("train", "material_baseline_accuracy"): baseline.pair_scores(train_pairs),
+        ("val", "material_baseline_accuracy"): baseline.pair_scores(held["val"]),
+        ("test", "material_baseline_accuracy"): baseline.pair_scores(held["test"]),
+    }
     out = {
         "baseline_a": baseline.a,
         "baseline_b": baseline.b,
-        "baseline_train_accuracy": baseline.accuracy(train_pairs),
-        "baseline_val_accuracy": baseline.accuracy(held["val"]),
-        "baseline_test_accuracy": baseline.accuracy(held["test"]),
+        # MaterialBaseline.accuracy's right / pairs, from the same pass: the same numbers
+        **{f"baseline_{s}_accuracy": scored[(s, "material_baseline_accuracy")].accuracy for s in SPLITS},
         "pairs_train": train_pairs.rows,
         "pairs_val": held["val"].rows,
         "pairs_test": held["test"].rows,
+        "pairs_train_held": held["train"].rows,
         "split": built_with(files["test"]).get("split", {}),
     }
     model, ck = load_model(store_location(checkpoint))
     from training.encoders import get_encoder
 
-    m = evaluate(model, held["train"], get_encoder(ck["encoder"]["name"]), torch.device("cpu"), 2, 1.0, False)
-    out["model_train_accuracy"] = m.get("accuracy", math.nan)
+    encoder = get_encoder(ck["encoder"]["name"])
+    scored[("train", "pair_accuracy")] = train = pair_scores(model, held["train"], encoder)  # on the CPU, as before
+    out["model_train_accuracy"] = train.accuracy  # evaluate's right / pairs: the same number
+    device = resolve_device(cfg.device)
+    scored[("test", "accuracy")] = pair_scores(model.to(device), held["test"], encoder, device, cfg.amp)
+    if ck.get("history"):  # the val figure: the last epoch's model (the checkpoint's `model`)
+        model.load_state_dict(ck["model"])
+        scored[("val", "accuracy")] = pair_scores(model.eval(), held["val"], encoder, device, cfg.amp)
+    out["pair_scores"] = scored
     return out
 
 

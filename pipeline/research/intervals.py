@@ -116,6 +116,11 @@ def mean_interval(values, clusters=None, resamples: int = RESAMPLES, seed: int =
     return MeanInterval(mean, low, high, len(x), None if clusters is None else g)
 
 
+PAIR_GAMES = "bootstrap clustered by game, both games of each pair (pairs sharing a game are not independent)"
+"""How DeepChess's pair accuracies get their 95% interval (two_way_interval over each pair's two
+games: training.deepchess.pair_interval), as their rows and metadata say it."""
+
+
 def two_way_interval(values, first, second, resamples: int = RESAMPLES, seed: int = 0) -> MeanInterval:
     """The mean of observations each of which belongs to two clusters of different kinds (a
     DeepChess pair: the White-won game of its left position and the Black-won game of its right

@@ -28,7 +28,8 @@ class Ours:
     """Positions, pairs, games or suite positions the value was measured on (None: not recorded)."""
     interval: tuple[float, float] | None = None
     """Its 95% interval where the store holds one (<metric>_low95 / _high95 rows: Kaufman's delta,
-    DeepChess's buckets, STS points, piece values, match scores; pipeline.research.intervals)."""
+    DeepChess's buckets and pair accuracies, STS points, piece values, match scores;
+    pipeline.research.intervals)."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,9 @@ class ReportInputs:
 def ours_from_store(con, figures: Iterable[Figure], models: Iterable[str]) -> dict[tuple, Ours]:
     """Our value for each figure's (model, table, where, metric), for each model name given (a
     model and its published-split copy): model_metrics of the model's newest run (n: that split's
-    `rows`), evaluation_results' newest rows (n: their own)."""
+    `rows`), evaluation_results' newest rows (n: their own); the interval from the
+    `<metric>_low95` / `_high95` rows beside a figure in either (DeepChess's pair accuracies:
+    clustered by game)."""
     out: dict[tuple, Ours] = {}
     wanted = list(figures)
     names = list(models)
@@ -85,7 +88,12 @@ def ours_from_store(con, figures: Iterable[Figure], models: Iterable[str]) -> di
                 v = got.get((model, f.where, f.metric))
                 if v is not None:
                     rows = got.get((model, f.where, "rows"))
-                    out[(model, f.table, f.where, f.metric)] = Ours(v, None if rows is None else int(rows))
+                    low, high = (got.get((model, f.where, f"{f.metric}_{end}95")) for end in ("low", "high"))
+                    out[(model, f.table, f.where, f.metric)] = Ours(
+                        v,
+                        None if rows is None else int(rows),
+                        None if low is None or high is None else (low, high),
+                    )
             else:
                 hit = evals.get((model, f.where, f.metric))
                 if hit is not None:

@@ -284,3 +284,32 @@ def test_the_demo_reads_the_same_shared_data_as_reproduce():
     shared = Path(__file__).resolve().parents[2].parent / "shared" / "data"
     assert (DemoConfig().data, DemoConfig().suites) == (str(shared / "pgn"), str(shared / "epd"))
     assert (DemoConfig().data, DemoConfig().suites) == (ReproduceConfig().data, ReproduceConfig().suites)
+
+
+def test_deepchess_pair_accuracy_row_prints_its_interval_by_game_from_the_store(tmp_path):
+    """The val pair accuracy's interval (model_metrics' accuracy_low95 / _high95 beside it, as the
+    model asset writes them) comes out of a real store into the row, on both protocols, with n."""
+    from pipeline.play.evaluation import write_model_metrics
+    from pipeline.research.published import DEEPCHESS, DEEPCHESS_BUCKETS
+    from pipeline.research.reproduction import ours_from_store
+    from pipeline.store.duck import memory_connection
+    from pipeline.store.store import Store
+
+    store = Store(tmp_path / "store").ensure()
+    for model, (value, low, high, n) in {
+        "deepchess_net": (0.73, 0.70, 0.76, 3841),
+        on_published_split("deepchess_net"): (0.81, 0.785, 0.8325, 3597),
+    }.items():
+        rows = [("val", "accuracy", value), ("val", "accuracy_low95", low), ("val", "accuracy_high95", high)]
+        write_model_metrics(store, model, "deepchess", "run1", [*rows, ("val", "rows", float(n))])
+    val = {f.measure: f for f in deepchess_figures(DEEPCHESS, DEEPCHESS_BUCKETS)}["pair accuracy, validation"]
+    with memory_connection(store) as con:
+        ours = ours_from_store(con, [val], ["deepchess_net", on_published_split("deepchess_net")])
+    assert ours[("deepchess_net", "model_metrics", "val", "accuracy")] == Ours(0.73, 3841, (0.70, 0.76))
+    row = _rows(render(ReportInputs([val], ours, {}, [], {})))[0]
+    assert row[6:10] == [
+        "81.00% (95%: 78.50%-83.25%, n = 3,597)",
+        "3,597",
+        "73.00% (95%: 70.00%-76.00%, n = 3,841)",
+        "3,841",
+    ]

@@ -1,6 +1,8 @@
 """DeepChess on real games: shapes, pairs inside splits, layer-wise pretraining, the trained
 comparator's antisymmetry, the material baseline, Experiment 1's buckets and the STS ranking."""
 
+import json
+
 import chess
 import numpy as np
 import pyarrow.parquet as pq
@@ -8,11 +10,12 @@ import pytest
 import torch
 
 from pipeline.datasets.datasets import SPLITS, SplitConfig, build_dataset, dataset_dir
-from pipeline.research.intervals import two_way_interval
+from pipeline.research.intervals import mean_interval, two_way_interval
 from pipeline.store.store import Store
 from tests.stores import add_pgn, first_games
 from tests.training.conftest import QUIET
 from training.autoencoder import PretrainConfig, StackedEncoder, encoded_inputs, pretrain_stack, reconstruction_loss
+from training.checkpoints import evaluate
 from training.data import LoaderConfig
 from training.deepchess import (
     LEFT,
@@ -23,6 +26,8 @@ from training.deepchess import (
     PairBatches,
     bucket_accuracy,
     material,
+    pair_scores,
+    run_figures,
     solution_ranking,
     static_class,
 )
@@ -283,6 +288,120 @@ def test_each_bucket_pair_carries_its_two_games_and_the_interval_is_clustered_by
     assert len(set(b.left_games)) < 60 and len(set(b.right_games)) < 60  # games repeat: not independent pairs
     m = two_way_interval(b.scores, b.left_games, b.right_games, seed=3)
     assert b.interval(seed=3) == (m.low, m.high) and m.clusters == len(set(b.left_games)) + len(set(b.right_games))
+
+
+def _scored_independently(model, pairs: PairBatches) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each of a split's fixed pairs (pairs(0)) right or not by the model's argmax, in one pass,
+    with the game its White-won and its Black-won position come from: not through the code tested."""
+    left, right, y = pairs.pairs(0)
+    ids = pairs.game_ids()
+    with torch.no_grad():
+        ok = model(ENC(pairs.batch(left, right))).argmax(1).numpy() == y
+    return ok.astype(np.float64), ids[np.where(y == LEFT, left, right)], ids[np.where(y == LEFT, right, left)]
+
+
+def _clustered_interval_holds(s, seed: int) -> None:
+    """The interval: two_way_interval's over the pairs' scores and games, seeded (the same twice),
+    around the figure, no narrower than the plain bootstrap's that takes pairs sharing a game
+    for independent (here they do share: a game gives about 10 positions)."""
+    n = len(s.scores)
+    assert n == len(s.white_games) == len(s.black_games) > 100
+    assert len(set(s.white_games)) < n and len(set(s.black_games)) < n  # games repeat among the pairs
+    low, high = s.interval(seed)
+    assert (low, high) == s.interval(seed)
+    m = two_way_interval(s.scores, s.white_games, s.black_games, seed=seed)
+    assert (low, high) == (m.low, m.high) and m.clusters == len(set(s.white_games)) + len(set(s.black_games))
+    plain = mean_interval(s.scores, seed=seed)
+    assert low <= s.accuracy <= high and low <= plain.low and high >= plain.high
+
+
+def test_val_and_test_pair_accuracy_come_with_each_pair_and_its_games_and_an_interval_by_game(dc_store, trained):
+    """run_figures scores the run's own val and test pairs again, pair by pair: the mean is the
+    figure the run recorded (val: the last epoch's model, as model_metrics' val accuracy; test:
+    the best one), pinned by scoring the same pairs independently; the pairs and the figures are
+    unchanged. The material baseline's accuracy on the same pairs, and train's, the same way."""
+    cfg, result = trained
+    f = run_figures(cfg, result.checkpoint)
+    got = f["pair_scores"]
+    assert set(got) == {
+        ("train", "pair_accuracy"),
+        ("val", "accuracy"),
+        ("test", "accuracy"),
+        *((s, "material_baseline_accuracy") for s in ("train", "val", "test")),
+    }
+    best, ck = load_model(result.checkpoint)
+    last = build_model(PRESETS["deepchess"], ENC.shape, 2)
+    last.load_state_dict(ck["model"])
+    last.eval()
+    held = {s: PairBatches(split(dc_store, s), LoaderConfig(batch_size=4096, shuffle=False)) for s in ("val", "test")}
+    for (s, model), recorded in (
+        (("val", last), result.history[-1]["val_accuracy"]),
+        (("test", best), result.test["accuracy"]),
+    ):
+        scores, white, black = _scored_independently(model, held[s])
+        mine = got[(s, "accuracy")]
+        assert scores.mean() == mine.accuracy == recorded, s  # the figure is the one recorded before
+        assert np.array_equal(mine.scores, scores) and np.array_equal(mine.white_games, white), s
+        assert np.array_equal(mine.black_games, black), s
+        _clustered_interval_holds(mine, cfg.seed)
+        baseline = MaterialBaseline(f["baseline_a"], f["baseline_b"])
+        left, right, y = held[s].pairs(0)
+        by_material = ((baseline.logits(held[s].batch(left, right)) > 0).long().numpy() == y).astype(np.float64)
+        b = got[(s, "material_baseline_accuracy")]
+        assert np.array_equal(b.scores, by_material) and b.accuracy == f[f"baseline_{s}_accuracy"], s
+        assert b.accuracy == baseline.accuracy(held[s]), s  # as the figure was computed before
+        assert np.array_equal(b.white_games, white) and np.array_equal(b.black_games, black), s
+        _clustered_interval_holds(b, cfg.seed)
+    assert got[("test", "material_baseline_accuracy")].accuracy == result.test["material_baseline_accuracy"]
+    train_pairs = PairBatches(split(dc_store, "train"), LoaderConfig(batch_size=cfg.batch_size), seed=cfg.seed)
+    assert f["baseline_train_accuracy"] == MaterialBaseline(f["baseline_a"], f["baseline_b"]).accuracy(train_pairs)
+    train_held = PairBatches(split(dc_store, "train"), LoaderConfig(batch_size=4096, shuffle=False))
+    before = evaluate(best, train_held, ENC, torch.device("cpu"), 2, 1.0, False)["accuracy"]  # how it was computed
+    assert got[("train", "pair_accuracy")].accuracy == f["model_train_accuracy"] == before
+    assert f["pairs_val"] == len(got[("val", "accuracy")].scores) and f["pairs_test"] == result.test["rows"]
+    _clustered_interval_holds(got[("train", "pair_accuracy")], cfg.seed)
+    low, high = got[("test", "accuracy")].interval(cfg.seed)
+    assert (low, high) != got[("test", "accuracy")].interval(cfg.seed + 1)  # the seed is the interval's
+
+
+def test_the_model_asset_writes_each_pair_accuracys_interval_to_model_metrics_and_metadata(trained):
+    from assets.training import deepchess_extras
+
+    cfg, result = trained
+    meta, rows = deepchess_extras("deepchess_net", cfg, result)
+    got = {(s, m): v for s, m, v in rows}
+    for s, metric, value in (
+        ("val", "accuracy", result.history[-1]["val_accuracy"]),
+        ("test", "accuracy", result.test["accuracy"]),
+        ("test", "material_baseline_accuracy", result.test["material_baseline_accuracy"]),
+    ):
+        low, high = got[(s, f"{metric}_low95")], got[(s, f"{metric}_high95")]
+        assert low <= value <= high and 0 <= low < high <= 1, (s, metric)
+        shown = meta["pair_accuracy_intervals"][s][metric]
+        assert (shown["low95"], shown["high95"], shown["value"]) == (low, high, value)
+        assert shown["n"] == (result.test["rows"] if s == "test" else got[("val", "rows")])
+        assert 1 < shown["games"] < 2 * shown["n"]
+    assert got[("train", "rows")] > 0 and ("train", "pair_accuracy_low95") in got
+    assert "clustered by game" in meta["pair_accuracy_intervals_how"] and "95%" in meta["material_baseline"].value
+    json.dumps(meta["pair_accuracy_intervals"])  # plain numbers: Dagster keeps it as JSON
+
+
+def test_on_the_published_split_pairs_get_the_interval_by_game_too(dc_store, tmp_path):
+    """Split position by position, a game has positions in train and in test; inside the test
+    file its positions still make many pairs, so the clustering by game still applies."""
+    out = Store(tmp_path / "published").ensure()
+    spec = SplitConfig(val_fraction=0.15, test_fraction=0.15, by="position", guard=False)
+    build_dataset(dc_store, "deepchess", {}, spec, out=out)
+    games = {s: set(pq.read_table(split(out, s), columns=["game_id"]).column(0).to_pylist()) for s in SPLITS}
+    assert games["train"] & games["test"]  # the published protocol: games on both sides of the split
+    torch.manual_seed(0)
+    model = build_model(PRESETS["deepchess"], ENC.shape, 2).eval()  # untrained: any scores do
+    pairs = PairBatches(split(out, "test"), LoaderConfig(batch_size=4096, shuffle=False))
+    s = pair_scores(model, pairs, ENC)
+    scores, white, black = _scored_independently(model, pairs)
+    assert np.array_equal(s.scores, scores) and np.array_equal(s.white_games, white)
+    assert np.array_equal(s.black_games, black) and s.accuracy == scores.mean()
+    _clustered_interval_holds(s, 0)
 
 
 def test_solution_ranking_counts_positions_ranked_in_the_suites_order(shared_data):
