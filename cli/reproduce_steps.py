@@ -218,7 +218,7 @@ def evaluation_reserve_of(instance: dg.DagsterInstance, cfg: ReproduceConfig, na
     """The time budget's reserve (pipeline.research.budget rule 2) for the steps of `names` (those that will
     run) after training, model_results on: what each took here last time with these settings, else
     its kind's measured figure."""
-    from pipeline.research.budget import evaluation_reserve
+    from pipeline.research.budget import evaluation_of, evaluation_reserve
 
     last = max((i for i, n in enumerate(names) if trains(n)), default=-1)
     after = names[last + 1 :]
@@ -227,7 +227,7 @@ def evaluation_reserve_of(instance: dg.DagsterInstance, cfg: ReproduceConfig, na
         seconds = run_seconds(instance, n, settings_text(cfg, step_kind(n)), store)
         if seconds is not None:
             timed[n] = seconds
-    return evaluation_reserve(after, timed, "quick" if cfg.quick_eval else "full")
+    return evaluation_reserve(after, timed, evaluation_of(cfg.quick_eval, cfg.with_stages))
 
 
 def defined_assets() -> dict[str, dg.AssetsDefinition]:

@@ -44,8 +44,38 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from pipeline.store.storage_paths import StorePath
 
-Evaluation = Literal["quick", "full"]
-"""The reproduction's evaluation settings: `--quick-eval`, or the full evaluation."""
+Evaluation = Literal["quick", "full", "ours"]
+"""The reproduction's evaluation settings: `--quick-eval`; the full evaluation of the published
+figures (the default: suites at 1 ply); or the full evaluation with the optional stage `ours`
+(`--with ours`: suites at depths 1 and 2, the matches, head to head, Elo)."""
+
+
+EVALUATION_TEXT: dict[Evaluation, str] = {
+    "quick": "quick evaluation",
+    "full": "full evaluation",
+    "ours": "full evaluation with the stage ours",
+}
+
+
+def evaluation_of(quick: bool, stages: tuple[str, ...]) -> Evaluation:
+    """Which of EVALUATION_SECONDS' settings a reproduction's flags (--quick-eval, --with) ask for."""
+    return "quick" if quick else "ours" if "ours" in stages else "full"
+
+
+_FULL: dict[str, float] = {
+    "model_results": 0.3,
+    "eval_suites_": 24.0,
+    "eval_matches_": 489.2,
+    "eval_pairs_": 7.5,
+    "eval_piece_values_": 83.0,
+    "eval_head_to_head": 37.8,
+    "elo_ratings": 1.0,
+    "eval_report_": 0.4,
+    "td_selfplay": 175.0,
+    "td_evaluation": 640.0,
+    "lubeck_grid": 4400.0,
+    "reproduction_report": 3.8,
+}
 
 EVALUATION_SECONDS: dict[Evaluation, dict[str, float]] = {
     "quick": {
@@ -62,22 +92,10 @@ EVALUATION_SECONDS: dict[Evaluation, dict[str, float]] = {
         "lubeck_grid": 9.5,
         "reproduction_report": 3.8,
     },
-    "full": {
-        "model_results": 0.3,
-        "eval_suites_": 231.0,
-        "eval_matches_": 489.2,
-        "eval_pairs_": 7.5,
-        "eval_piece_values_": 83.0,
-        "eval_head_to_head": 37.8,
-        "elo_ratings": 1.0,
-        "eval_report_": 0.4,
-        "td_selfplay": 175.0,
-        "td_evaluation": 640.0,
-        "lubeck_grid": 4400.0,
-        "reproduction_report": 3.8,
-    },
+    "full": _FULL,
+    "ours": {**_FULL, "eval_suites_": 231.0},
 }
-"""Seconds a step after training took on this 2-core machine, by evaluation ("quick" or "full")
+"""Seconds a step after training took on this 2-core machine, by evaluation (Evaluation)
 and kind of step (a name, or the prefix of a model's step): what the reserve (rule 2) counts
 for a step the store has not timed with the same settings. Measured on the store of every
 shared archive (README, Reproducing), the suites' searches and the matches' games in two
@@ -87,9 +105,16 @@ processes (the evaluation's default on 2 cores):
   process, load 3 to 5); the matches times 25.1 / 37.7 (1.50x), what two processes made of
   mlp_bitmap_3class's quick matches, idle; the quick suites stay in one
   process (QUICK_EVALUATION);
-- full: `evaluate --suites`, idle: the suites of mlp_bitmap_3class 133.5 s and of
-  cnn_features_15class 499.2 s, counted as 11 models like the first and the 4 CNNs like the
-  second; the matches, the one-process mean at load 4 to 5 (856 s: the quick mean, 73.4 s,
+- full: the suites at 1 ply (`evaluate MODEL --suites ../shared/data/epd --depths 1 --only
+  suites`, the command's wall time, machine otherwise idle): mlp_bitmap_3class 15.9 s,
+  cnn_bitmap_3class 18.0 s, piece_value_net 37.0 s (its searches are the slowest, as are
+  Sabatelli's regression MLP's and DeepChess's), the first model of a store 19 s more (Kaufman's
+  scale, searched once a store); counted as the default's 12 suites steps: 5 like the first, 4
+  like the second, 3 like the third, and one scale: 24 s a step;
+- ours: as full, but the suites at depths 1 and 2 (`evaluate --suites`, idle): mlp_bitmap_3class
+  133.5 s and cnn_features_15class 499.2 s, counted as 11 models like the first and the 4 CNNs
+  like the second (231 s);
+- full and ours: the matches, the one-process mean at load 4 to 5 (856 s: the quick mean, 73.4 s,
   times the mean full/quick ratio, 11.66, of the four models timed both ways, 287 to 1,672 s,
   the CNNs slowest) times 159.8 / 279.6 (1.75x), what two processes made of
   mlp_bitmap_3class's full matches, idle; the head-to-head, Elo and report steps of the
@@ -101,8 +126,7 @@ processes (the evaluation's default on 2 cores):
   processes at load 3.6 to 6.5: a generation of 20 self-play games at depth 2 took 21.2 s (8
   generations, 170 s, 175 with its run), a batch of 100 games against the random mover 63.8 s
   (10 batches, 640 s with its run); the quick line (one generation of 4 games) and check (2 x 10
-  games) scaled from those. The full suites' figure was measured at depths 1 and 2; without the
-  stage `ours` they search at 1 ply only, so it over-reserves."""
+  games) scaled from those."""
 MIN_MINUTES = 1.0
 """The least a model run is given, budget or not (the report then states the overrun)."""
 
@@ -132,7 +156,7 @@ class Reserve:
     def text(self) -> str:
         return (
             f"{self.seconds / 60:.1f} min set aside for the {self.steps} steps after training "
-            f"({self.evaluation} evaluation; {self.timed} timed by this store's earlier runs, "
+            f"({EVALUATION_TEXT[self.evaluation]}; {self.timed} timed by this store's earlier runs, "
             f"{self.steps - self.timed} at this machine's measured figures)"
         )
 
@@ -140,7 +164,7 @@ class Reserve:
 def evaluation_reserve(steps: list[str], timed: dict[str, float], evaluation: Evaluation) -> Reserve:
     """Rule 2: the seconds to set aside for `steps` (those after training), each the time this
     store measured for it (`timed`: step -> seconds, with the same evaluation settings), else its
-    kind's figure for `evaluation` ("quick" or "full") in EVALUATION_SECONDS."""
+    kind's figure for `evaluation` (evaluation_of) in EVALUATION_SECONDS."""
     figures = EVALUATION_SECONDS[evaluation]
     seconds = sum(timed[n] if n in timed else figures[figure_for(n, figures)] for n in steps)
     return Reserve(seconds, len(steps), sum(n in timed for n in steps), evaluation)

@@ -100,6 +100,31 @@ def test_the_budget_reserves_the_td_steps():
         assert reserve.seconds - without.seconds == pytest.approx(figures["td_selfplay"] + figures["td_evaluation"])
 
 
+def test_the_reserve_counts_the_suites_at_the_depths_the_stages_search():
+    """By default the suites search at 1 ply (24 s a model measured, EVALUATION_SECONDS' note);
+    with the stage ours at depths 1 and 2 (231 s). Before: both were reserved the second, 9.6
+    times the default's, about 41 minutes too many for the 12 models with a published figure."""
+    import dagster as dg
+
+    from cli.reproduce_steps import evaluation_reserve_of
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        for stages, evaluation, suite_s in (((), "full", 24.0), (("ours",), "ours", 231.0)):
+            models = list(PUBLISHED_MODELS if not stages else REPRODUCED)
+            names = steps(stages)
+            cfg = ReproduceConfig(models=tuple(models), with_stages=stages)
+            reserve = evaluation_reserve_of(instance, cfg, names)
+            assert reserve.evaluation == evaluation and EVALUATION_SECONDS[evaluation]["eval_suites_"] == suite_s
+            after = names[names.index("model_results") :]
+            suites = [n for n in after if n.startswith("eval_suites_")]
+            rest = evaluation_reserve([n for n in after if n not in suites], {}, evaluation)
+            assert reserve.seconds - rest.seconds == pytest.approx(len(suites) * suite_s)
+            assert len(suites) == len(models)
+        quick = evaluation_reserve_of(instance, dataclasses.replace(cfg, quick_eval=True), names)
+        assert quick.evaluation == "quick"  # --quick-eval's figures whatever the stages
+    assert "full evaluation with the stage ours;" in reserve.text()
+
+
 def test_the_td_line_is_kept_whatever_the_evaluation_settings():
     cfg = ReproduceConfig()
     other = dataclasses.replace(cfg, openings=3, with_stages=("ours",))
