@@ -26,12 +26,12 @@ BEFORE_TRAINING = 600.0
 """Ingest, labels and datasets, on the test's clock."""
 
 
-def reserved(steps: list[str]) -> float:
+def reserved(steps: list[str], evaluation: str = "full") -> float:
     """The seconds the budget is to set aside for the steps of `steps` after the last model run
     (those that ran after training), none of them timed by the test's empty instance: each at
-    its kind's measured figure."""
+    its kind's measured figure for `evaluation` (the default's full; ours with --with ours)."""
     last = max(i for i, n in enumerate(steps) if n.removeprefix(PUBLISHED_SPLIT) in MODELS)
-    return evaluation_reserve(steps[last + 1 :], {}, "full").seconds
+    return evaluation_reserve(steps[last + 1 :], {}, evaluation).seconds
 
 
 def job_steps(models: list[str], stages: tuple = ()) -> list[str]:
@@ -316,11 +316,12 @@ def test_the_reserve_takes_a_step_as_long_as_this_store_timed_it_with_the_same_s
         assert rs.run_seconds(instance, "elo_ratings", rc.settings_text(quick, "evaluation")) is None
         reserve = rs.evaluation_reserve_of(instance, cfg, job_steps(list(cfg.models), cfg.with_stages))
     assert reserve.timed == 1
-    elo = EVALUATION_SECONDS["full"]["elo_ratings"]
-    assert reserve.seconds == pytest.approx(reserved(job_steps(list(cfg.models), cfg.with_stages)) - elo + took)
+    elo = EVALUATION_SECONDS["ours"]["elo_ratings"]
+    steps = job_steps(list(cfg.models), cfg.with_stages)
+    assert reserve.seconds == pytest.approx(reserved(steps, "ours") - elo + took)
 
 
-@pytest.mark.parametrize("evaluation", ["quick", "full"])
+@pytest.mark.parametrize("evaluation", ["quick", "full", "ours"])
 def test_every_step_after_training_has_a_measured_figure(evaluation):
     """A step no figure covers would stop a --hours command when its first model starts, hours in."""
     steps = job_steps(list(REPRODUCED), ("ours",))  # every step, the optional stage's too
