@@ -117,6 +117,7 @@ def gigabyte_of_newlines(tmp_path_factory) -> bytes:
     return data
 
 
+@pytest.mark.slow  # a gigabyte decompressed and read: about 5 s each
 def test_a_gigabyte_of_blank_lines_between_games_is_skipped_fast_in_bounded_memory(tmp_path, gigabyte_of_newlines):
     path = tmp_path / "blank.pgn.gz"
     # Three gzip members, read as one stream: a game, 1 GiB of newlines, a game.
@@ -125,6 +126,7 @@ def test_a_gigabyte_of_blank_lines_between_games_is_skipped_fast_in_bounded_memo
     assert got == {"games": [[0, "game 0", 4], [1, "game 1", 4]], "rejected": []}
 
 
+@pytest.mark.slow  # a gigabyte decompressed and read: about 5 s each
 def test_a_gigabyte_of_blank_lines_alone_is_no_games_found_in_seconds(tmp_path, gigabyte_of_newlines):
     path = tmp_path / "blank.pgn.gz"
     path.write_bytes(gigabyte_of_newlines)

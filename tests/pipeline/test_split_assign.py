@@ -2,6 +2,7 @@
 out here from the same hash: with three groups or more every split with a share keeps a group,
 train first, moving as few groups as that needs; fewer groups keep the hash's split."""
 
+import functools
 import hashlib
 import itertools
 
@@ -23,12 +24,21 @@ def _by_hash(u: float, test: float, val: float) -> str:
     return "test" if u < test else "val" if u < test + val else "train"
 
 
+@functools.cache
+def _connection() -> duckdb.DuckDBPyConnection:
+    """One in-memory connection for every case (a connection each was half of the module's time)."""
+    return duckdb.connect()
+
+
 def _assign(groups: list[str], seed: int, test: float, val: float) -> dict[str, str]:
     """game moves -> split, from the SQL over two rows a game."""
-    con = duckdb.connect()
-    con.execute("CREATE TEMP TABLE games (game_id BIGINT, start_fen VARCHAR, moves_uci VARCHAR)")
+    con = _connection()
+    con.execute("CREATE OR REPLACE TEMP TABLE games (game_id BIGINT, start_fen VARCHAR, moves_uci VARCHAR)")
     con.executemany("INSERT INTO games VALUES (?, NULL, ?)", list(enumerate(groups)))
-    con.execute("CREATE TEMP TABLE candidate AS SELECT game_id, ply, 0.5 AS target FROM games, range(2) t(ply)")
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE candidate AS SELECT game_id, ply, 0.5 AS target FROM games, range(2) t(ply)"
+    )
+    con.execute("DROP TABLE IF EXISTS assigned")
     sql = load_sql("queries/split_assign")
     con.execute(sql, sql_params(sql, {"seed": seed, "val_fraction": val, "test_fraction": test, "by": "game"}))
     rows = con.execute("SELECT game_id, list(DISTINCT split) FROM assigned GROUP BY 1").fetchall()
