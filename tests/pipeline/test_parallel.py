@@ -116,8 +116,12 @@ def test_the_workers_end_with_their_caller(tmp_path, how):
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
+    # The caller takes Ctrl-C as an interactive Python does, whatever this process was started with:
+    # a suite started in the background by a shell without job control (`sh -c 'make test &'`)
+    # inherits SIGINT ignored, and so would the caller, which then never saw the interrupt.
     code = (
-        "import sys\nfrom pipeline.parallel import ordered_map\n"
+        "import signal, sys\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "from pipeline.parallel import ordered_map\n"
         "from tests.pipeline.test_parallel import _setup, _sleeper\n"
         "try:\n"
         f"    ordered_map(_sleeper, [({str(tmp_path)!r}, 60.0)] * 4, 2, _setup, (0,))\n"
