@@ -89,26 +89,6 @@ def close(state: Any) -> None:
         state.close()
 
 
-END_GRACE_S = 5.0
-"""How long an ended pool's workers get to exit on SIGTERM before they are killed."""
-
-
-def _end_pool(ex: ProcessPoolExecutor) -> None:
-    """Ends a pool's work at once: its processes terminated (killed after END_GRACE_S), then the
-    pool shut down with its manager thread joined. Left running (shutdown(wait=False)), that thread
-    raced the interpreter's exit, which then printed a traceback (`OSError: Bad file descriptor`
-    from concurrent.futures' exit hook) about one Ctrl-C in 40."""
-    processes = list((getattr(ex, "_processes", None) or {}).values())
-    for process in processes:
-        process.terminate()
-    for process in processes:
-        process.join(END_GRACE_S)
-        if process.is_alive():
-            process.kill()
-            process.join()
-    ex.shutdown(wait=True, cancel_futures=True)
-
-
 def ordered_map(
     fn: Callable[[T, Any], R],
     tasks: Sequence[T],
@@ -149,7 +129,9 @@ def ordered_map(
             if progress:
                 progress(done, total)
     except BaseException:  # a task's error, an interrupt (Ctrl-C; SIGTERM where Dagster turns it into one)
-        _end_pool(ex)
+        for process in list((getattr(ex, "_processes", None) or {}).values()):
+            process.terminate()
+        ex.shutdown(wait=False, cancel_futures=True)
         raise
     ex.shutdown(wait=True)
     return out
