@@ -33,8 +33,6 @@ from pipeline.store.store_files import atomic_path
 MODEL = DEEPCHESS_MODEL
 """The model asset (its dataset is the asset `deepchess`)."""
 SUITE = "deepchess_pairs"
-HOW = PAIR_GAMES
-"""How a bucket's 95% interval is made (training.deepchess.BucketResult.interval), in its rows."""
 
 
 class PairsConfig(DescribedConfig):
@@ -130,11 +128,11 @@ def evaluate_pairs(
                 b.accuracy if b.pairs else 0.0,
                 b.pairs,
                 interval_text(f"{b.accuracy if b.pairs else 0.0:.2%}", f"{lo:.2%}", f"{hi:.2%}", b.pairs)
-                + f" ({HOW}); positions: {b.left_positions:,} from White wins, "
+                + f" ({PAIR_GAMES}); positions: {b.left_positions:,} from White wins, "
                 f"{b.right_positions:,} from Black wins; published {acc:.2%} over {n:,} pairs",
             )
         )
-        rows += interval_rows(SUITE, name, lo, hi, b.pairs, HOW)
+        rows += interval_rows(SUITE, name, lo, hi, b.pairs, PAIR_GAMES)
     rows.append(
         (
             SUITE,
