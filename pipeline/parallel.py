@@ -26,6 +26,9 @@ R = TypeVar("R")
 
 _STATE: dict[str, Any] = {}
 
+_JOIN_S = 5.0
+"""Seconds to wait for a killed worker's end (it takes milliseconds: SIGKILL is not deferred)."""
+
 
 def usable_cores() -> int:
     """The cores this process may run on (its affinity mask, not the machine's count)."""
@@ -129,9 +132,16 @@ def ordered_map(
             if progress:
                 progress(done, total)
     except BaseException:  # a task's error, an interrupt (Ctrl-C; SIGTERM where Dagster turns it into one)
-        for process in list((getattr(ex, "_processes", None) or {}).values()):
-            process.terminate()
-        ex.shutdown(wait=False, cancel_futures=True)
+        # SIGKILL, which no worker can block, ignore or outlive: a worker's results are only what it
+        # returns (an engine it started reads the end of its input as `quit`). Then the pool is joined:
+        # left running, its manager thread raced the interpreter's exit and printed `OSError: Bad file
+        # descriptor` after about one Ctrl-C in 70.
+        processes = list((getattr(ex, "_processes", None) or {}).values())
+        for process in processes:
+            process.kill()
+        for process in processes:
+            process.join(_JOIN_S)
+        ex.shutdown(wait=True, cancel_futures=True)
         raise
     ex.shutdown(wait=True)
     return out
