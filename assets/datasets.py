@@ -17,6 +17,7 @@ from pipeline.datasets.datasets import (
     LabelSetting,
     LubeckParams,
     PieceValuesParams,
+    SabatelliClassSearchParams,
     SabatelliParams,
     SabatelliRegressionParams,
     SabatelliSearchParams,
@@ -53,6 +54,7 @@ LabelSettingConfig = _config(LabelSetting, "LabelSettingConfig")
 SabatelliConfig = _config(SabatelliParams, "SabatelliConfig", LabelSettingConfig)
 SabatelliRegressionConfig = _config(SabatelliRegressionParams, "SabatelliRegressionConfig", SabatelliConfig)
 SabatelliSearchConfig = _config(SabatelliSearchParams, "SabatelliSearchConfig")
+SabatelliClassSearchConfig = _config(SabatelliClassSearchParams, "SabatelliClassSearchConfig")
 DeepChessConfig = _config(DeepChessParams, "DeepChessConfig")
 LubeckConfig = _config(LubeckParams, "LubeckConfig")
 HuiConfig = _config(HuiParams, "HuiConfig")
@@ -64,6 +66,7 @@ CONFIGS = {
     "sabatelli_20class": SabatelliConfig,
     "sabatelli_regression": SabatelliRegressionConfig,
     "sabatelli_regression_search": SabatelliSearchConfig,
+    "sabatelli_3class_search": SabatelliClassSearchConfig,
     "deepchess": DeepChessConfig,
     "lubeck_wdl": LubeckConfig,
     "hui_checkmate": HuiConfig,

@@ -10,7 +10,7 @@ import dagster as dg
 from assets.records import DatasetMetadata
 from cli.flags import add_field_flag, add_limit_flags, limit_from_args
 from cli.runtime import materializations, materialize, open_instance, open_store, require_success
-from pipeline.datasets.datasets import SplitConfig
+from pipeline.datasets.datasets import DATASETS, SplitConfig
 from pipeline.settings import add_arguments, field_docs, from_namespace
 from pipeline.store import duck
 from pipeline.store.store import Store
@@ -66,13 +66,11 @@ class DatasetsResult:
 
 
 def takes_labels(name: str) -> bool:
-    from pipeline.datasets.datasets import DATASETS
 
     return "label_kind" in DATASETS[name].defaults
 
 
 def takes_min_elo(name: str) -> bool:
-    from pipeline.datasets.datasets import DATASETS
 
     return "min_elo" in DATASETS[name].defaults
 
@@ -82,7 +80,6 @@ def check_request(names: list[str], label: dict[str, Any], min_elo: int | None =
     are built when named), or SystemExit naming an unknown one, a label setting given to datasets
     built from the games alone, a rating floor (--min-elo) given only to datasets without one or
     below 0, a searched one given labels other than static, or no Stockfish for a searched one."""
-    from pipeline.datasets.datasets import DATASETS
     from pipeline.labels.uci import EngineNotFound, find_stockfish
 
     names = names or [n for n, spec in DATASETS.items() if not spec.search]
@@ -210,7 +207,7 @@ def _add_label_flags(parser: argparse.ArgumentParser) -> None:
     """--depth N / --nodes N / --static (the labels of `label` with the same flags) and
     --label-engine NAME: the fields of pipeline.datasets.datasets.LabelSetting, their help and defaults
     taken from it."""
-    from pipeline.datasets.datasets import DATASETS, LabelSetting, setting_text
+    from pipeline.datasets.datasets import LabelSetting, setting_text
 
     default = LabelSetting()
     docs = field_docs(LabelSetting)
@@ -233,7 +230,11 @@ def _add_label_flags(parser: argparse.ArgumentParser) -> None:
 def add_parser(sub) -> None:
     s = sub.add_parser("datasets", help="materialise training sets (sql/datasets/) with train/val/test splits")
     s.add_argument(
-        "names", nargs="*", help="datasets to build (default: all but sabatelli_regression_search, built when named)"
+        "names",
+        nargs="*",
+        help="datasets to build (default: all but "
+        + ", ".join(n for n, spec in DATASETS.items() if spec.search)
+        + ", built when named)",
     )
     add_arguments(s, SplitConfig, names=SPLIT_FLAGS)
     s.add_argument(
@@ -254,7 +255,6 @@ def add_parser(sub) -> None:
         action="store_false",
         help="keep test and val positions in train (for comparison with the published splits)",
     )
-    from pipeline.datasets.datasets import DATASETS
 
     floors = ", ".join(f"{n} {spec.defaults['min_elo']}" for n, spec in DATASETS.items() if takes_min_elo(n))
     s.add_argument(

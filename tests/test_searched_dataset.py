@@ -181,3 +181,55 @@ def test_the_model_asset_trains_on_every_row_of_the_grown_set_and_its_checkpoint
     cp = np.array(test.column("target").to_pylist()) * 3000 - 1500
     scores = load_evaluator(checkpoint).evaluate(_boards(test))
     assert abs(np.abs(scores - cp).mean() - metrics["cp_mae"]) < 0.05, (np.abs(scores - cp).mean(), metrics)
+
+
+CLASSED = "sabatelli_3class_search"
+
+
+def test_the_3class_set_grows_by_the_same_children_each_given_its_class_by_the_sets_rule(built):
+    """sabatelli_3class_search: sabatelli_3class's rows as they are, then one round of 2 children
+    a row, the very children (keys and Stockfish's figures) of sabatelli_regression_search's first
+    round, whose rows are the same positions; each child's target is its class by Sabatelli's
+    edges (+/-1.5 pawns of the side to move's score), worked out here from its figure."""
+    home, datasets, _ = built
+    done = _run(*home, "datasets", "sabatelli_3class", CLASSED, "--static")
+    base, grown, regression = datasets / "sabatelli_3class", datasets / CLASSED, datasets / NAME
+    for split in ("val", "test"):
+        assert _table(grown, split).drop(BUILT).equals(_table(base, split).drop(BUILT))
+    train, rows = _table(base, "train"), _table(grown, "train")
+    n = len(train)
+    assert rows.slice(0, n).drop(BUILT).equals(train.drop(BUILT))
+    line = next(x for x in done.stdout.splitlines() if x.startswith(f"{CLASSED}:"))
+    (added,) = [int(x.replace(",", "")) for x in line.split("round by round: ")[1].split(";")[0].split(", ")]
+    assert added and len(rows) == n + added
+
+    reg = _table(regression, "train")
+    assert reg.slice(0, n).column("position_key").equals(train.column("position_key"))
+    new, same = rows.slice(n).to_pydict(), reg.slice(n, added).to_pydict()
+    for column in ("position_key", "cp_white", "score", "mirrored", "planes"):
+        assert new[column] == same[column], column
+    score = np.array(new["score"])
+    assert np.array_equal(score, np.where(np.array(new["mirrored"]), -1, 1) * np.array(new["cp_white"]))
+    expected = np.where(score < -150, 0, np.where(score > 150, 2, 1))
+    assert rows.schema.field("target").type == train.schema.field("target").type
+    assert np.array_equal(np.array(new["target"]), expected) and set(expected) == {0, 1, 2}
+    assert all(v is None for v in new["game_id"])
+
+
+def test_a_class_macro_that_does_not_give_the_game_rows_targets_is_refused(built, stockfish, monkeypatch):
+    """The children get their class by DatasetSpec.class_macro; one that does not give the set's own
+    game rows their targets (here the 15-class macro for the 3-class set) stops the build before
+    any child is drawn, and names the field to fix."""
+    from dataclasses import replace
+
+    from pipeline.datasets import datasets as ds
+    from pipeline.labels.pool import EnginePool
+    from pipeline.store.store import Store
+
+    home, datasets, _ = built
+    monkeypatch.setitem(ds.DATASETS, CLASSED, replace(ds.DATASETS[CLASSED], class_macro="sabatelli_class15"))
+    before = {p.name: p.read_bytes() for p in (datasets / CLASSED).glob("*.parquet")}
+    with EnginePool(stockfish, workers=1) as pool:
+        with pytest.raises(ValueError, match=r"sabatelli_class15\(score\) does not give its game rows' targets"):
+            ds.build_dataset(Store(Path(home[2])), CLASSED, {"label_kind": "static"}, engine=ds.SearchEngine(pool))
+    assert {p.name: p.read_bytes() for p in (datasets / CLASSED).glob("*.parquet")} == before

@@ -83,6 +83,14 @@ MODELS = {
         "none (ours): must beat the traditional evaluation in the search (lubeck_grid)",
         profiles={"quick": MATERIAL_MLP_QUICK},
     ),
+    # Ours (issue 39): Sabatelli's bitmap MLP, its published shape, with the regularised recipe
+    # (training/models.py, mlp3_regularised) on the 3-class set grown by searched children.
+    "mlp_bitmap_3class_search": ModelAsset(
+        "sabatelli_3class_search",
+        "mlp3_regularised",
+        "bitmap768",
+        "none (ours): Sabatelli's MLP (bitmap) shape, regularised, on the grown set; must beat the material rule",
+    ),
     "lubeck_wdl_mlp": ModelAsset("lubeck_wdl", "lubeck", "bitmap768", "Lubeck WDL network"),
     "piece_value_net": ModelAsset(
         "piece_values",

@@ -21,9 +21,11 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Literal, get_args
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -89,13 +91,13 @@ class SabatelliRegressionParams(SabatelliParams):
 
 
 @dataclass(frozen=True)
-class SabatelliSearchParams(SabatelliRegressionParams):
+class SabatelliClassSearchParams(SabatelliParams):
     label_kind: LimitKind = "static"
     """Label setting the targets come from: static only (the searched children are labelled by
     Stockfish's static eval, so the game positions they join must be too)."""
     label_value: int = 0
     """Ignored for static."""
-    search_children: tuple[int, ...] = (2, 1, 1)
+    search_children: tuple[int, ...] = (2,)
     """One round each: children of every train row so far a round adds (pipeline.datasets.search_positions)."""
     search_seed: int = 0
     """Seed of the first round's random moves; round r's is this + r, so seeds next to each other
@@ -111,6 +113,12 @@ class SabatelliSearchParams(SabatelliRegressionParams):
             raise ValueError(
                 f"search_children must be one or more counts of at least 1, got {list(self.search_children)}"
             )
+
+
+@dataclass(frozen=True)
+class SabatelliSearchParams(SabatelliClassSearchParams, SabatelliRegressionParams):
+    search_children: tuple[int, ...] = (2, 1, 1)
+    """One round each: children of every train row so far a round adds (pipeline.datasets.search_positions)."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +173,10 @@ class DatasetSpec:
     search: bool = False
     """Its train split grows by rounds of searched children (pipeline.datasets.search_positions), labelled
     by Stockfish's static eval as the set is built."""
+    class_macro: str = ""
+    """A searched class set's: the SQL macro (sql/views/macros.sql) its SQL file makes `target` with
+    from `score`; its children get theirs by the same macro, and the build checks that it gives the
+    game rows' targets."""
 
     @property
     def defaults(self) -> dict:
@@ -214,6 +226,17 @@ DATASETS = {
             candidates=_RATED,
             sql="sabatelli_regression",
             search=True,
+        ),
+        DatasetSpec(
+            "sabatelli_3class_search",
+            "sabatelli_3class on static labels, its train split grown by rounds of random children of its "
+            "positions (those a search scores), each labelled by Stockfish's static eval",
+            3,
+            params=SabatelliClassSearchParams,
+            candidates=_RATED,
+            sql="sabatelli_3class",
+            search=True,
+            class_macro="sabatelli_class3",
         ),
         DatasetSpec(
             "deepchess",
@@ -478,9 +501,13 @@ def build_dataset(
             i = table.schema.get_field_index("planes")
             tables[s] = table.set_column(i, "planes", table.column("planes").cast(pa.binary(96)))  # as in positions
     if spec.search and tables["train"].num_rows:
-        grown = _searched(name, tables, values, made, engine)
+        grown = _searched(store, name, tables, values, made, engine)
         tables["train"], stats.searched, stats.searched_unlabelled = grown.train, grown.added, grown.unlabelled
         stats.rows["train"] = tables["train"].num_rows
+        if spec.classes:
+            added = tables["train"].slice(stats.rows["train"] - sum(grown.added)).column("target").to_numpy()
+            for cls, n in zip(*np.unique(added, return_counts=True)):
+                stats.histogram.setdefault("train", {})[int(cls)] = stats.histogram["train"].get(int(cls), 0) + int(n)
     if not spec.classes:
         for s, table in tables.items():
             if table.num_rows:
@@ -525,20 +552,37 @@ def _check_engine(con, values: dict, engine: str) -> None:
         )
 
 
-def _searched(name: str, tables: dict, values: dict, made, engine: SearchEngine):
+def _searched(store: Store, name: str, tables: dict, values: dict, made, engine: SearchEngine):
     """The train table grown by pipeline.datasets.search_positions (a Grown: its dataset and
-    materialised_at columns set on the new rows as on the old)."""
+    materialised_at columns set on the new rows as on the old; a class set's targets by its
+    DatasetSpec.class_macro)."""
     from pipeline.datasets.search_positions import grow
 
     held_out = set()
     for table in tables.values():
         held_out.update(table.column("position_key").to_pylist())
-    got = grow(tables["train"], held_out, values, engine.pool, engine.log, engine.progress)
+    classify = None
+    if DATASETS[name].classes:
+        classify = partial(_classes, store, DATASETS[name].class_macro)
+        train = tables["train"]
+        if not np.array_equal(classify(train.column("score").to_numpy()), train.column("target").to_numpy()):
+            raise ValueError(
+                f"{name}: {DATASETS[name].class_macro}(score) does not give its game rows' targets; its "
+                "DatasetSpec.class_macro must be the macro its SQL file takes the target from"
+            )
+    got = grow(tables["train"], held_out, values, engine.pool, engine.log, engine.progress, classify)
     grown, n = got.train, got.train.num_rows
     for column, value in (("dataset", name), ("materialised_at", made)):
         i = grown.schema.get_field_index(column)
         grown = grown.set_column(i, grown.schema.field(i), pa.array([value] * n, type=grown.schema.field(i).type))
     return replace(got, train=grown)
+
+
+def _classes(store: Store, macro: str, score: np.ndarray) -> np.ndarray:
+    """`macro`(score) for each score (int32), by DuckDB with the store's macros, as the SQL does."""
+    with memory_connection(store) as con:
+        con.register("scores", pa.table({"i": np.arange(len(score)), "score": score}))
+        return con.sql(f"SELECT {macro}(score)::INTEGER AS target FROM scores ORDER BY i").fetchnumpy()["target"]
 
 
 def _num_rows(path) -> int:

@@ -1,5 +1,5 @@
-"""Positions of the kind a search scores, for the regression target (the dataset
-`sabatelli_regression_search`, pipeline.datasets.datasets).
+"""Positions of the kind a search scores, for a set's train split (the datasets
+`sabatelli_regression_search` and `sabatelli_3class_search`, pipeline.datasets.datasets).
 
 A search scores the children of every node it visits, most of them after moves no player would
 make; a dataset of game positions shows a network none of them, and a small network overfits
@@ -24,9 +24,9 @@ with its retries and checks), from a FEN with halfmove clock 0, as `chess-pipeli
 --static` labels every position (Stockfish scales its evaluation down as the fifty-move count
 grows): the number a label would hold. A child the engine gives no evaluation (after the pool's
 retries) is left out and counted. Its row has the dataset's columns: the position's, the
-label's, both targets (the linear map of the centipawns clipped at `clip_cp`, and the win
-probability) from the side to move's view or White's as `pov` says, and `mirrored`; the game's
-columns are null.
+label's, the target (a class set's by its class macro, as its SQL makes it; the regression set's
+both targets: the linear map of the centipawns clipped at `clip_cp`, and the win probability)
+from the side to move's view or White's as `pov` says, and `mirrored`; the game's columns are null.
 """
 
 from __future__ import annotations
@@ -176,17 +176,29 @@ def label(
     return cp, why
 
 
-def rows_of(positions: Children, white_cp: np.ndarray, values: dict, schema: pa.Schema) -> pa.Table:
+def rows_of(
+    positions: Children,
+    white_cp: np.ndarray,
+    values: dict,
+    schema: pa.Schema,
+    classify: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> pa.Table:
     """The new rows in the train file's schema: the position (its key, planes, side to move,
-    castling, en passant, clocks 0 and 1), the label (White's centipawns, the row's score, both
-    targets, `target` the one `target_kind` names) and the `mirrored` flag; the game's columns
-    null. The score and targets take the dataset's `pov`."""
+    castling, en passant, clocks 0 and 1), the label (White's centipawns, the row's score and the
+    target) and the `mirrored` flag; the game's columns null. The score and targets take the
+    dataset's `pov`. The target: `classify(score)` for a class set; for the regression set both
+    targets, `target` the one `target_kind` names."""
     n, white = len(positions), positions.white
-    clip_cp = float(values["clip_cp"])
     mirrored = ~white if values["pov"] == "side_to_move" else np.zeros(n, dtype=bool)
     score = np.where(mirrored, -white_cp, white_cp)  # the row's view
-    linear = (np.clip(score, -clip_cp, clip_cp) + clip_cp) / (2.0 * clip_cp)
-    win_prob = 1.0 / (1.0 + 10.0 ** (-score / float(values["wp_scale"])))
+    if classify is None:
+        clip_cp = float(values["clip_cp"])
+        linear = (np.clip(score, -clip_cp, clip_cp) + clip_cp) / (2.0 * clip_cp)
+        win_prob = 1.0 / (1.0 + 10.0 ** (-score / float(values["wp_scale"])))
+        target = win_prob if values["target_kind"] == "win_prob" else linear
+        regression = {"win_prob": pa.array(win_prob), "linear": pa.array(linear)}
+    else:
+        target, regression = classify(score.astype(np.int32)), {}
     columns = {
         "planes": pa.array([p.tobytes() for p in positions.planes], type=pa.binary(96)),
         "side_to_move": pa.array(np.where(white, "w", "b").tolist()),
@@ -198,10 +210,9 @@ def rows_of(positions: Children, white_cp: np.ndarray, values: dict, schema: pa.
         "cp_white": pa.array(white_cp.astype(np.int32)),
         "score_white": pa.array(white_cp.astype(np.int32)),
         "score": pa.array(score.astype(np.int32)),
-        "win_prob": pa.array(win_prob),
         "mirrored": pa.array(mirrored),
-        "linear": pa.array(linear),
-        "target": pa.array(win_prob if values["target_kind"] == "win_prob" else linear),
+        **regression,
+        "target": pa.array(target),
         "split": pa.array(["train"] * n),
     }
     arrays = [columns[f.name].cast(f.type) if f.name in columns else pa.nulls(n, f.type) for f in schema]
@@ -225,13 +236,14 @@ def grow(
     pool: EnginePool,
     log: Callable[[str], None] = print,
     progress: Callable[[str], Callable[[int, int], None]] | None = None,
+    classify: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> Grown:
     """`train` (the dataset's train rows, in its file's columns) grown by the rounds of
     `search_children` (module docstring), round r's moves drawn with seed `search_seed` + r.
     `held_out`: every position key of the dataset's splits (the keys met are put in).
     `progress(what)`: a round's progress(done, total), started as its drawing starts (parent rows
     drawn from) and as its labelling starts (children labelled). The children are drawn in as many
-    processes as the pool has engines."""
+    processes as the pool has engines. `classify(score)`: a class set's targets (rows_of)."""
     out = Grown(train)
     for r, count in enumerate(values["search_children"]):
         t0 = time.monotonic()
@@ -247,7 +259,7 @@ def grow(
                 f"{pool.name} ({pool.path}) gave no static evaluation for any of round {r + 1}'s {len(found):,} "
                 f"children, the first: {why}"
             )
-        new = rows_of(found.take(ok), cp[ok], values, out.train.schema)
+        new = rows_of(found.take(ok), cp[ok], values, out.train.schema, classify)
         out.train = pa.concat_tables([out.train, new])
         out.added.append(len(new))
         out.unlabelled += int((~ok).sum())

@@ -99,18 +99,20 @@ def test_the_copies_and_their_evaluations_are_in_the_reproduction_job():
 
 
 def test_the_reproduction_leaves_out_the_searched_set_its_model_and_their_evaluations():
-    """mlp_search_regression trains on sabatelli_regression_search (static labels, ours): neither
-    is in the job (by tag: a location without the evaluation assets still loads) nor in the
-    command's steps; every other model and its evaluations are."""
+    """mlp_search_regression and mlp_bitmap_3class_search train on the searched sets (static
+    labels, ours): none of them is in the job (by tag: a location without the evaluation assets
+    still loads) nor in the command's steps; every other model and its evaluations are."""
     from assets.definitions import build_defs
     from assets.training import MODELS
 
     job = build_defs().resolve_job_def("reproduction_ours_job")  # with the stage ours: every model
     keys = {k.to_user_string() for k in job.asset_layer.executable_asset_keys}
-    ours = "mlp_search_regression"
-    left_out = {"sabatelli_regression_search", ours, *(f"eval_{k}_{ours}" for k in ("suites", "matches", "report"))}
+    ours = {"mlp_search_regression", "mlp_bitmap_3class_search"}
+    assert ours == {m for m in MODELS if MODELS[m].dataset.endswith("_search")}
+    left_out = {"sabatelli_regression_search", "sabatelli_3class_search", *ours}
+    left_out |= {f"eval_{k}_{m}" for m in ours for k in ("suites", "matches", "report")}
     assert not left_out & keys and not left_out & set(job_assets(stages=("ours",)))
-    others = [m for m in MODELS if m != ours]
+    others = [m for m in MODELS if m not in ours]
     assert {*others, *(f"eval_{k}_{m}" for m in others for k in ("suites", "matches", "report"))} <= keys
     assert set(job_assets(stages=("ours",))) <= keys | {"archive_tables", "labels"}
 

@@ -106,7 +106,7 @@ def texts(defs: dg.Definitions):
 
 def test_no_description_has_text_the_ui_would_take_for_an_html_tag(defs):
     found = list(texts(defs))
-    assert sum(1 for w, _ in found if w.startswith("asset sabatelli_3class")) == 1  # the walk reaches them
+    assert sum(1 for w, _ in found if w == "asset sabatelli_3class") == 1  # the walk reaches them
     bad = {w: t for w, t in found if raw_tags(t)}
     assert not bad, f"raw <...> outside backticks: {bad}"
 

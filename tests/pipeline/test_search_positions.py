@@ -126,12 +126,13 @@ def test_the_searched_sets_bad_settings_are_refused(params, words):
 def test_datasets_builds_the_searched_set_when_named_on_static_labels_and_with_stockfish(monkeypatch, tmp_path):
     depth = {"label_kind": "depth", "label_value": 8}
     for label in ({}, depth, {"label_kind": "static", "label_value": 0}):
-        assert check_request([], label) == [n for n in DATASETS if n != SEARCHED]  # all: the SQL ones
+        assert check_request([], label) == [n for n in DATASETS if not n.endswith("_search")]  # all: the SQL ones
     engine = tmp_path / "stockfish"  # an executable where STOCKFISH_PATH says: the check asks no more
     engine.write_text("#!/bin/sh\n")
     engine.chmod(0o755)
     monkeypatch.setenv("STOCKFISH_PATH", str(engine))
     assert check_request([SEARCHED], {}) == [SEARCHED]
+    assert check_request(["sabatelli_3class_search"], {}) == ["sabatelli_3class_search"]
     with pytest.raises(SystemExit, match=f"{SEARCHED} is built on static labels only .*give --static"):
         check_request([SEARCHED, "sabatelli_3class"], depth)
     monkeypatch.setenv("STOCKFISH_PATH", str(tmp_path / "absent"))
