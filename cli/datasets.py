@@ -66,12 +66,10 @@ class DatasetsResult:
 
 
 def takes_labels(name: str) -> bool:
-
     return "label_kind" in DATASETS[name].defaults
 
 
 def takes_min_elo(name: str) -> bool:
-
     return "min_elo" in DATASETS[name].defaults
 
 
@@ -255,7 +253,6 @@ def add_parser(sub) -> None:
         action="store_false",
         help="keep test and val positions in train (for comparison with the published splits)",
     )
-
     floors = ", ".join(f"{n} {spec.defaults['min_elo']}" for n, spec in DATASETS.items() if takes_min_elo(n))
     s.add_argument(
         "--min-elo",
