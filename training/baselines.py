@@ -22,19 +22,15 @@ from functools import cache
 import numpy as np
 import torch
 
+from pipeline.datasets.datasets import DATASETS
 from training.encoders import Batch, material_balance, oriented
 
 MATERIAL_RANGE = 39
 """Largest material balance in pawns (8 + 2 x 3 + 2 x 3 + 2 x 5 + 9), before promotions."""
-CLASS_MACROS = {
-    "sabatelli_3class": "sabatelli_class3",
-    "sabatelli_15class": "sabatelli_class15",
-    "sabatelli_20class": "sabatelli_class20",
-    # The game's result from White's view, 0 Black won / 1 draw / 2 White won: as 3 classes.
-    "lubeck_wdl": "sabatelli_class3",
-}
-"""Datasets with a class target, and the macro of sql/views/macros.sql mapping a score in
-centipawns onto their classes (the material rule classifies 100 x material with it)."""
+CLASS_MACROS = {name: spec.class_macro for name, spec in DATASETS.items() if spec.class_macro}
+"""Datasets with a material rule, and the macro of sql/views/macros.sql mapping a score in
+centipawns onto their classes (DatasetSpec.class_macro: the material rule classifies 100 x
+material with it)."""
 
 
 def material(batch: Batch) -> torch.Tensor:

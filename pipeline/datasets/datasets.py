@@ -174,9 +174,10 @@ class DatasetSpec:
     """Its train split grows by rounds of searched children (pipeline.datasets.search_positions), labelled
     by Stockfish's static eval as the set is built."""
     class_macro: str = ""
-    """A searched class set's: the SQL macro (sql/views/macros.sql) its SQL file makes `target` with
-    from `score`; its children get theirs by the same macro, and the build checks that it gives the
-    game rows' targets."""
+    """A class set's material rule: the SQL macro (sql/views/macros.sql) mapping centipawns onto its
+    classes, which classifies 100 x material (training.baselines). A Sabatelli set's SQL file makes
+    its `target` from `score` by the same macro, and so does a searched set for its children (the
+    build checks that it gives the game rows' targets). Empty: no material rule."""
 
     @property
     def defaults(self) -> dict:
@@ -195,6 +196,7 @@ DATASETS = {
             3,
             params=SabatelliParams,
             candidates=_RATED,
+            class_macro="sabatelli_class3",
         ),
         DatasetSpec(
             "sabatelli_15class",
@@ -202,6 +204,7 @@ DATASETS = {
             15,
             params=SabatelliParams,
             candidates=_RATED,
+            class_macro="sabatelli_class15",
         ),
         DatasetSpec(
             "sabatelli_20class",
@@ -209,6 +212,7 @@ DATASETS = {
             20,
             params=SabatelliParams,
             candidates=_RATED,
+            class_macro="sabatelli_class20",
         ),
         DatasetSpec(
             "sabatelli_regression",
@@ -253,6 +257,8 @@ DATASETS = {
             labelled=False,
             params=LubeckParams,
             candidates="positions of finished games whose players average over {min_avg_elo}, or of engine games",
+            # The game's result from White's view, 0 Black won / 1 draw / 2 White won: as 3 classes.
+            class_macro="sabatelli_class3",
         ),
         DatasetSpec(
             "hui_checkmate",

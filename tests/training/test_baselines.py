@@ -33,6 +33,7 @@ def test_material_counts_pawns_from_the_encoders_view():
     [
         # 3 classes at +/-1.5 pawns: win/loss when material is at least 2 pawns apart, else draw.
         ("sabatelli_3class", [-9, -2, -1, 0, 1, 2, 9], [0, 0, 1, 1, 1, 2, 2]),
+        ("sabatelli_3class_search", [-9, -2, -1, 0, 1, 2, 9], [0, 0, 1, 1, 1, 2, 2]),  # its test rows are 3class's
         ("lubeck_wdl", [-2, -1, 0, 1, 2], [0, 1, 1, 1, 2]),
         # 15: 0 below -7.5, one class a pawn up to 6 for [-2.5, -1.5), 7 draw, 8 for (1.5, 2.5], 14 above 7.5.
         ("sabatelli_15class", [-20, -8, -7, -2, -1, 0, 1, 2, 7, 8, 20], [0, 0, 1, 6, 7, 7, 7, 8, 13, 14, 14]),
@@ -47,6 +48,19 @@ def test_material_rule_uses_each_datasets_own_class_edges(dataset, pawns, expect
 
 def test_datasets_without_a_class_rule_have_none():
     assert material_classes("sabatelli_regression") is None and material_classes("deepchess") is None
+
+
+def test_a_sabatelli_class_sets_target_comes_from_the_macro_its_material_rule_uses():
+    """DatasetSpec.class_macro is the material rule's macro, and the macro the set's own SQL file
+    makes its target with: a set whose SQL changed its classes would change its rule with it."""
+    from pipeline.datasets.datasets import DATASETS
+    from pipeline.store.duck import load_sql
+
+    sabatelli = [n for n, spec in DATASETS.items() if n.startswith("sabatelli_") and spec.classes]
+    assert len(sabatelli) == 4
+    for name in sabatelli:
+        spec = DATASETS[name]
+        assert f"{spec.class_macro}(score) AS target" in load_sql(f"datasets/{spec.sql or name}"), name
 
 
 def test_class_baselines_take_trains_majority_and_score_the_rule_on_test():
