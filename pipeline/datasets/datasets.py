@@ -25,6 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal, get_args
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -507,7 +508,7 @@ def build_dataset(
             i = table.schema.get_field_index("planes")
             tables[s] = table.set_column(i, "planes", table.column("planes").cast(pa.binary(96)))  # as in positions
     if spec.search and tables["train"].num_rows:
-        grown = _searched(store, name, tables, values, made, engine)
+        grown = _searched(name, tables, values, made, engine)
         tables["train"], stats.searched, stats.searched_unlabelled = grown.train, grown.added, grown.unlabelled
         stats.rows["train"] = tables["train"].num_rows
         if spec.classes:
@@ -558,7 +559,7 @@ def _check_engine(con, values: dict, engine: str) -> None:
         )
 
 
-def _searched(store: Store, name: str, tables: dict, values: dict, made, engine: SearchEngine):
+def _searched(name: str, tables: dict, values: dict, made, engine: SearchEngine):
     """The train table grown by pipeline.datasets.search_positions (a Grown: its dataset and
     materialised_at columns set on the new rows as on the old; a class set's targets by its
     DatasetSpec.class_macro)."""
@@ -569,7 +570,7 @@ def _searched(store: Store, name: str, tables: dict, values: dict, made, engine:
         held_out.update(table.column("position_key").to_pylist())
     classify = None
     if DATASETS[name].classes:
-        classify = partial(_classes, store, DATASETS[name].class_macro)
+        classify = partial(_classes, DATASETS[name].class_macro)
         train = tables["train"]
         if not np.array_equal(classify(train.column("score").to_numpy()), train.column("target").to_numpy()):
             raise ValueError(
@@ -584,9 +585,10 @@ def _searched(store: Store, name: str, tables: dict, values: dict, made, engine:
     return replace(got, train=grown)
 
 
-def _classes(store: Store, macro: str, score: np.ndarray) -> np.ndarray:
-    """`macro`(score) for each score (int32), by DuckDB with the store's macros, as the SQL does."""
-    with memory_connection(store) as con:
+def _classes(macro: str, score: np.ndarray) -> np.ndarray:
+    """`macro`(score) for each score (int32), by DuckDB with the views' macros, as the SQL does."""
+    with duckdb.connect() as con:
+        con.execute(load_sql("views/macros"))
         con.register("scores", pa.table({"i": np.arange(len(score)), "score": score}))
         return con.sql(f"SELECT {macro}(score)::INTEGER AS target FROM scores ORDER BY i").fetchnumpy()["target"]
 
