@@ -17,6 +17,8 @@ from pipeline.ingest.ingest import IngestConfig, ingest_archive
 from pipeline.store import duck
 from pipeline.store.store import Store
 
+pytestmark = pytest.mark.slow  # a script run end to end (a study's or a benchmark's): the full suite's
+
 SCRIPT = Path(__file__).parents[1] / "benchmarks" / "scale.py"
 
 REAL = """[Event "FICS rated standard game"]

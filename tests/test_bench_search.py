@@ -7,10 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pipeline.store.store import Store
 from tests.training.conftest import QUIET
 from tests.training.synthetic import write_dataset
 from training.train import TrainConfig, train
+
+pytestmark = pytest.mark.slow  # a script run end to end (a study's or a benchmark's): the full suite's
 
 SCRIPT = Path(__file__).parents[1] / "benchmarks" / "search.py"
 

@@ -16,6 +16,8 @@ from pipeline.store.store import Store
 from tests.training.synthetic import write_dataset
 from training.encoders import ENCODERS
 
+pytestmark = pytest.mark.slow  # a script run end to end (a study's or a benchmark's): the full suite's
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 RUN_HERE = ("ingest.py", "labels.py", "loader.py", "explorer.py", "storage_s3.py")

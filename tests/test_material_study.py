@@ -15,6 +15,8 @@ from pipeline.datasets.datasets import dataset_dir
 from pipeline.store.store import Store
 from tests.training.synthetic import write_dataset
 
+pytestmark = pytest.mark.slow  # a script run end to end (a study's or a benchmark's): the full suite's
+
 ROOT = Path(__file__).parents[1]
 SCRIPT = ROOT / "scripts" / "material_study.py"
 

@@ -16,6 +16,8 @@ import pytest
 from pipeline.play.search import MaterialEvaluator, board_arrays
 from tests.training.synthetic import random_games, white_material
 
+pytestmark = pytest.mark.slow  # a script run end to end (a study's or a benchmark's): the full suite's
+
 SCRIPT = Path(__file__).parents[1] / "scripts" / "quiet_study.py"
 
 _SPEC = importlib.util.spec_from_file_location("quiet_study", SCRIPT)
