@@ -22,7 +22,7 @@ from functools import cache
 import numpy as np
 import torch
 
-from pipeline.datasets.datasets import DATASETS
+from pipeline.datasets.datasets import DATASETS, classes_of
 from training.encoders import Batch, material_balance, oriented
 
 MATERIAL_RANGE = 39
@@ -44,21 +44,8 @@ def material_classes(dataset: str) -> dict[int, int] | None:
     macro = CLASS_MACROS.get(dataset)
     if macro is None:
         return None
-    import duckdb
-
-    from pipeline.store.duck import load_sql
-
-    con = duckdb.connect(":memory:")
-    try:
-        con.execute(load_sql("views/macros"))
-        table = con.execute(
-            "SELECT d, sabatelli_class3(100 * d) AS sabatelli_class3, sabatelli_class15(100 * d) AS sabatelli_class15, "
-            "sabatelli_class20(100 * d) AS sabatelli_class20 FROM range(?, ?) t(d)",
-            [-4 * MATERIAL_RANGE, 4 * MATERIAL_RANGE + 1],
-        ).fetchnumpy()
-    finally:
-        con.close()
-    return {int(d): int(c) for d, c in zip(table["d"], table[macro], strict=True)}
+    pawns = np.arange(-4 * MATERIAL_RANGE, 4 * MATERIAL_RANGE + 1)
+    return dict(zip(pawns.tolist(), classes_of(macro, 100 * pawns).tolist(), strict=True))
 
 
 def targets_and_material(batches: Iterable[Batch], with_material: bool = True) -> tuple[np.ndarray, np.ndarray]:

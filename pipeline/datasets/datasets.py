@@ -511,10 +511,9 @@ def build_dataset(
         grown = _searched(name, tables, values, made, engine)
         tables["train"], stats.searched, stats.searched_unlabelled = grown.train, grown.added, grown.unlabelled
         stats.rows["train"] = tables["train"].num_rows
-        if spec.classes:
-            added = tables["train"].slice(stats.rows["train"] - sum(grown.added)).column("target").to_numpy()
-            for cls, n in zip(*np.unique(added, return_counts=True)):
-                stats.histogram.setdefault("train", {})[int(cls)] = stats.histogram["train"].get(int(cls), 0) + int(n)
+        if spec.classes:  # train's classes with its children's
+            classes, counts = np.unique(tables["train"].column("target").to_numpy(), return_counts=True)
+            stats.histogram["train"] = {int(c): int(n) for c, n in zip(classes, counts, strict=True)}
     if not spec.classes:
         for s, table in tables.items():
             if table.num_rows:
@@ -570,7 +569,7 @@ def _searched(name: str, tables: dict, values: dict, made, engine: SearchEngine)
         held_out.update(table.column("position_key").to_pylist())
     classify = None
     if DATASETS[name].classes:
-        classify = partial(_classes, DATASETS[name].class_macro)
+        classify = partial(classes_of, DATASETS[name].class_macro)
         train = tables["train"]
         if not np.array_equal(classify(train.column("score").to_numpy()), train.column("target").to_numpy()):
             raise ValueError(
@@ -585,8 +584,9 @@ def _searched(name: str, tables: dict, values: dict, made, engine: SearchEngine)
     return replace(got, train=grown)
 
 
-def _classes(macro: str, score: np.ndarray) -> np.ndarray:
-    """`macro`(score) for each score (int32), by DuckDB with the views' macros, as the SQL does."""
+def classes_of(macro: str, score: np.ndarray) -> np.ndarray:
+    """`macro`(score) for each centipawn score (int32), by DuckDB with the views' macros, as a
+    dataset's SQL applies it (a searched set's children; the material rule, training.baselines)."""
     with duckdb.connect() as con:
         con.execute(load_sql("views/macros"))
         con.register("scores", pa.table({"i": np.arange(len(score)), "score": score}))
