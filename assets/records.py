@@ -181,6 +181,11 @@ class ModelMetadata(Record):
     majority_class_accuracy: float | None = None
     material_baseline_accuracy: float | None = None
     """Classifiers whose dataset has a material rule (training.baselines), on the same test rows."""
+    material_lead: float | None = None
+    """Those classifiers' test accuracy less the material rule's on the same rows (pairs, for a comparator)."""
+    material_lead_ci95: float | None = None
+    """Half the lead's 95% interval, clustered by game (training.train.paired_lead; pairs:
+    training.deepchess.pair_baselines)."""
     test_mse: float | None = None
     """Regression models only (with test_cp_mae)."""
     test_cp_mae: float | None = None

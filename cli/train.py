@@ -57,7 +57,12 @@ class ModelSummary:
         score = (
             f"test accuracy {m.test_accuracy:.2%} (majority class {m.majority_class_accuracy:.2%}"
             + (
-                f", material rule {m.material_baseline_accuracy:.2%})"
+                f", material rule {m.material_baseline_accuracy:.2%}"
+                + (
+                    f", lead {m.material_lead:+.2%} +/- {m.material_lead_ci95:.2%})"
+                    if m.material_lead is not None and m.material_lead_ci95 is not None
+                    else ")"
+                )
                 if m.material_baseline_accuracy is not None
                 else ")"
             )
