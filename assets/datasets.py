@@ -13,6 +13,7 @@ from pipeline.datasets.datasets import (
     SPLITS,
     DatasetStats,
     DeepChessParams,
+    DeepChessScoredParams,
     HuiParams,
     LabelSetting,
     LubeckParams,
@@ -56,6 +57,7 @@ SabatelliRegressionConfig = _config(SabatelliRegressionParams, "SabatelliRegress
 SabatelliSearchConfig = _config(SabatelliSearchParams, "SabatelliSearchConfig")
 SabatelliClassSearchConfig = _config(SabatelliClassSearchParams, "SabatelliClassSearchConfig")
 DeepChessConfig = _config(DeepChessParams, "DeepChessConfig")
+DeepChessScoredConfig = _config(DeepChessScoredParams, "DeepChessScoredConfig", LabelSettingConfig)
 LubeckConfig = _config(LubeckParams, "LubeckConfig")
 HuiConfig = _config(HuiParams, "HuiConfig")
 PieceValuesConfig = _config(PieceValuesParams, "PieceValuesConfig", LabelSettingConfig)
@@ -68,6 +70,7 @@ CONFIGS = {
     "sabatelli_regression_search": SabatelliSearchConfig,
     "sabatelli_3class_search": SabatelliClassSearchConfig,
     "deepchess": DeepChessConfig,
+    "deepchess_scored": DeepChessScoredConfig,
     "lubeck_wdl": LubeckConfig,
     "hui_checkmate": HuiConfig,
     "piece_values": PieceValuesConfig,

@@ -40,6 +40,10 @@ it for the pretraining), on 2 CPU cores."""
 DEEPCHESS_FULL = {"epochs": 1000, "pretrain_epochs": 200, "patience": 20}
 """The published schedule as we read it: 200 epochs per Pos2Vec layer, up to 1,000 epochs on
 pairs (early stopping, patience 20: the pairs change every epoch)."""
+DEEPCHESS_SCORED_FULL = {"epochs": 60, "pretrain_epochs": 2, "patience": 6, "batch_size": 256}
+"""deepchess_scored_net's (ours): two pretraining epochs a Pos2Vec layer (the reconstruction loss is
+flat after them), then pairs until 6 epochs bring no better validation accuracy (about 15 epochs
+and 15 minutes on 2 CPU cores: docs/results/training.md)."""
 MATERIAL_MLP_QUICK = {"epochs": 8, "patience": 3, "batch_size": 256, "threads": 1}
 """Issue 19's small MLPs step several times as fast as the 3-class MLP: more epochs in the quick
 profile's 3 minutes, early stopping on validation loss keeping the best; one thread, since steps
@@ -114,6 +118,15 @@ MODELS = {
         "bitmap773",
         deepchess_anchor(DEEPCHESS_PUBLISHED),
         profiles={"quick": DEEPCHESS_QUICK, "full": DEEPCHESS_FULL},
+    ),
+    # Ours (issue 39): DeepChess's shape and schedule on deepchess's held-out pairs, its train pairs
+    # every eligible position of the train games ordered by Stockfish's score (training/models.py).
+    "deepchess_scored_net": ModelAsset(
+        "deepchess_scored",
+        "deepchess_scored",
+        "bitmap773",
+        "none (ours): DeepChess's comparator, train pairs by Stockfish's score; must beat material on the pairs",
+        profiles={"quick": DEEPCHESS_QUICK, "full": DEEPCHESS_SCORED_FULL},
     ),
 }
 PIECE_VALUE_MODELS = [name for name, m in MODELS.items() if m.encoder == "pieces837"]

@@ -15,6 +15,15 @@ Device = Literal["auto", "cpu", "cuda"]
 Profile = Literal["quick", "full"]
 """The training schedules of the model assets (training.catalog.PROFILES): quick (a few CPU
 minutes) or full (the published schedules)."""
+PairOrder = Literal["winner", "score"]
+"""Which train pairs a siamese comparator learns from: a position of a game White won against one
+of a game Black won (DeepChess), or any two positions of train ordered by Stockfish's score
+(White's view; the dataset's `score` column: deepchess_scored). Val and test pairs are always
+by the winner, the published protocol."""
+KeepBy = Literal["loss", "accuracy"]
+"""Which validation figure keeps a run's best epoch and stops it early: the loss, or the accuracy
+(a comparator whose train pairs are ordered by score is judged by the winner's pairs, where a
+surer order raises the loss of the pairs it gets wrong while it gets more of them right)."""
 Stop = Literal["epochs", "early stopping", "time budget"]
 """Why a run's training ended (training.train.TrainResult.stopped_by): every epoch asked for
 ran, early stopping (no better validation loss), or the time bound (max_minutes) was reached."""

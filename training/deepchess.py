@@ -28,9 +28,11 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import get_args
 
 import chess
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 from torch import nn
@@ -38,6 +40,7 @@ from torch import nn
 from pipeline.research.intervals import two_way_interval
 from pipeline.store.storage_paths import StorePath
 from training.checkpoints import evaluate, load_model, resolve_device, store_location
+from training.choices import PairOrder, check_choice
 from training.data import LoaderConfig, ParquetBatches
 from training.encoders import Batch, material_balance, unpack
 from training.models import DeepChess
@@ -67,13 +70,21 @@ class PairBatches:
     (val, test) every epoch gives the same pairs. Each batch holds 2 x batch_size positions."""
 
     def __init__(
-        self, path: Path, config: LoaderConfig | None = None, seed: int = 0, limit: int = 0, target: str = "target"
+        self,
+        path: Path,
+        config: LoaderConfig | None = None,
+        seed: int = 0,
+        limit: int = 0,
+        target: str = "target",
+        order: PairOrder = "winner",
     ):
         if target != "target":
             raise ValueError(f"pairs are drawn by the winner (column target), not by {target!r}")
+        check_choice("pair order", order, get_args(PairOrder))
         self.path = Path(path)
         self.config = config = config or LoaderConfig()
         self.seed = seed
+        self.order = order
         # The split's positions, read once (about 110 bytes a row).
         whole = ParquetBatches(self.path, LoaderConfig(batch_size=65_536, shuffle=False), limit=limit)
         parts = list(whole.epoch(0))
@@ -93,6 +104,10 @@ class PairBatches:
         self.white_won = np.flatnonzero(target == 1)
         self.black_won = np.flatnonzero(target == 0)
         self.rows = int(min(len(self.white_won), len(self.black_won)))
+        if order == "score":  # any two scored positions an epoch, each position in one pair
+            self.score = self._scores()
+            self.scored = np.flatnonzero(~np.isnan(self.score))
+            self.rows = len(self.scored) // 2
         # Single positions in a random order, for Pos2Vec's pretraining.
         self.positions = ParquetBatches(self.path, config, seed=seed, limit=limit)
 
@@ -101,9 +116,27 @@ class PairBatches:
         t = pq.read_table(self.path, columns=["game_id"])
         return t.column("game_id").to_numpy()[: self.positions_rows]
 
+    def _scores(self) -> np.ndarray:
+        """Each position's score (White's view; NaN where it has none), as float64."""
+        if "score" not in pq.read_schema(self.path).names:
+            raise ValueError(
+                f"{self.path} has no score column: pairs ordered by score need a set that has one "
+                "(deepchess_scored: chess-pipeline datasets deepchess_scored)"
+            )
+        score = pq.read_table(self.path, columns=["score"]).column("score")
+        return score.cast(pa.float64()).fill_null(math.nan).to_numpy()[: self.positions_rows]
+
     def pairs(self, epoch: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(left rows, right rows, target) of an epoch: target LEFT where the left position is
-        from the White-won game."""
+        from the White-won game, or (order score) where the left one has the higher score (a tie
+        goes either way by the draw's coin)."""
+        if self.order == "score":
+            rng = np.random.default_rng([self.seed, epoch if self.config.shuffle else 0, 11])
+            drawn = rng.permutation(self.scored)
+            left, right = drawn[: self.rows], drawn[self.rows : 2 * self.rows]
+            coin = rng.random(self.rows) < 0.5
+            sl, sr = self.score[left], self.score[right]
+            return left, right, np.where(sl == sr, coin, sr > sl).astype(np.int64)  # RIGHT: right scores more
         rng = np.random.default_rng([self.seed, epoch if self.config.shuffle else 0, 7])
         w = rng.permutation(self.white_won)[: self.rows]
         b = rng.permutation(self.black_won)[: self.rows]
@@ -493,12 +526,33 @@ def run_figures(cfg, checkpoint: Path | str) -> dict:
     return out
 
 
-def pair_baselines(train_pairs: PairBatches, test_pairs: PairBatches) -> dict:
+def score_order_accuracy(pairs: PairBatches) -> float:
+    """The share of a split's pairs by the winner (pairs(0)) that Stockfish's score (the file's
+    `score`, White's view) orders right: the White-won position scored higher; a tie, or a position
+    without a score, counts half (what a comparator taught by the score could at best learn)."""
+    left, right, target = pairs.pairs(0)
+    score = PairBatches._scores(pairs)
+    sl, sr = score[left], score[right]
+    right_better = np.where(np.isnan(sl) | np.isnan(sr) | (sl == sr), 0.5, (sr > sl).astype(float))
+    return float(np.where(target == RIGHT, right_better, 1.0 - right_better).mean()) if len(target) else math.nan
+
+
+def pair_baselines(train_pairs: PairBatches, test_pairs: PairBatches, model: PairScores | None = None) -> dict:
     """The material baseline of a run's test pairs, keyed as training.baselines keys a row
-    model's: fitted on train's first-epoch pairs, scored on the test pairs the model is."""
+    model's: fitted on train's first-epoch pairs (by the winner), scored on the test pairs the
+    model is. With the model's own scores of those pairs (pair_scores), also its lead over the
+    baseline and the lead's 95% interval, a paired difference clustered by game on both sides of
+    the pairs (`material_lead`, `material_lead_ci95`: half the interval's width)."""
     b = MaterialBaseline.fit(train_pairs)
-    return {
+    out = {
         "material_baseline_accuracy": b.accuracy(test_pairs),
         "material_baseline_intercept": b.a,
         "material_baseline_slope": b.b,
     }
+    if "score" in pq.read_schema(test_pairs.path).names:  # the teacher of a comparator taught by score
+        out["score_order_accuracy"] = score_order_accuracy(test_pairs)
+    if model is not None and len(model.scores):
+        base = b.pair_scores(test_pairs)
+        lead = two_way_interval(model.scores - base.scores, model.white_games, model.black_games)
+        out["material_lead"], out["material_lead_ci95"] = lead.mean, (lead.high - lead.low) / 2
+    return out

@@ -13,7 +13,7 @@ from torch import nn
 from pipeline.datasets.datasets import SabatelliRegressionParams
 from pipeline.play.search import PHASE_UNITS, TRADITIONAL_TABLES
 from training.autoencoder import Inputs, PretrainConfig, StackedEncoder, pretrain_stack
-from training.choices import check_choice
+from training.choices import KeepBy, PairOrder, check_choice
 from training.encoders import PieceRows
 
 ModelKind = Literal["mlp", "cnn", "piece_values", "siamese", "tapered"]
@@ -62,12 +62,20 @@ class ModelSpec:
     `bitmap768` or `bitmap768_counts`) added to the logits (issue 19's residual on material)."""
     class_weight: bool = False
     """A class target's loss weighs each class by its inverse frequency in train (n / (classes * count))."""
+    pair_order: PairOrder = "winner"
+    """siamese only: its train pairs, by the winner (DeepChess) or by Stockfish's score
+    (training.choices.PairOrder); val and test pairs are by the winner either way."""
+    keep_by: KeepBy = "loss"
+    """The validation figure that keeps the best epoch and stops early (training.choices.KeepBy);
+    accuracy needs a class target."""
 
     def __post_init__(self):
         check_choice("model kind", self.kind, get_args(ModelKind))
         check_choice("output", self.output, get_args(OutputKind))
         check_choice("activation", self.activation, get_args(Activation))
         check_choice("optimizer", self.optimizer, get_args(OptimizerName))
+        check_choice("pair order", self.pair_order, get_args(PairOrder))
+        check_choice("keep_by", self.keep_by, get_args(KeepBy))
 
 
 PRESETS: dict[str, ModelSpec] = {
@@ -143,6 +151,22 @@ PRESETS: dict[str, ModelSpec] = {
         lr_decay=0.98,
         pretrain_lr=5e-3,
         notes="DeepChess",
+    ),
+    # Ours (issue 39): DeepChess's shape and rates, its train pairs any two positions ordered by
+    # Stockfish's score (a better target than the game's winner: deepchess_scored gives the scores),
+    # the epoch of best validation accuracy kept, AdamW weight decay 0.1 and a-h mirroring.
+    "deepchess_scored": ModelSpec(
+        "siamese",
+        hidden=(400, 200, 100),
+        tower=(600, 400, 200, 100),
+        lr=1e-3,
+        lr_decay=0.98,
+        pretrain_lr=5e-3,
+        weight_decay=0.1,
+        mirror_files=True,
+        pair_order="score",
+        keep_by="accuracy",
+        notes="ours: DeepChess, train pairs ordered by Stockfish's score, regularised",
     ),
     # Team 44: the 837-600-400-200-100 autoencoder's code of each piece, then one valuator per
     # piece type with 3 hidden layers (widths ours: 64-32-16, not published), Adam 3e-3 (ours).

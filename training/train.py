@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import functools
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -44,7 +45,7 @@ from training.checkpoints import (
     store_location,
 )
 from training.checkpoints import load_model as load_model  # re-exported: callers load models from here
-from training.choices import EARLY_STOPPING, EPOCHS_DONE, TIME_BUDGET, Stop, check_choice
+from training.choices import EARLY_STOPPING, EPOCHS_DONE, TIME_BUDGET, KeepBy, Stop, check_choice
 from training.config import TrainConfig, config_choices  # re-exported: callers import them from here
 from training.data import LoaderConfig, ParquetBatches
 from training.encoders import file_mirrorable, get_encoder, mirror_files
@@ -77,6 +78,8 @@ class TrainResult:
     or the last one cut short)."""
     pretrain_epochs_asked: int = 0
     """Pretraining epochs asked for each layer (0: none); `pretrain` holds those done."""
+    keep_by: KeepBy = "loss"
+    """The validation figure that kept the best epoch and stopped the run early (the preset's)."""
 
     def pretrain_done(self) -> list[int]:
         """Pretraining epochs done, per layer (layer order)."""
@@ -95,7 +98,7 @@ class TrainResult:
         done, asked = len(self.history), self.epochs_asked
         why = {
             TIME_BUDGET: f"stopped by the time budget ({self.max_minutes:g} min)",
-            EARLY_STOPPING: "stopped early (no better validation loss)",
+            EARLY_STOPPING: f"stopped early (no better validation {self.keep_by})",
             EPOCHS_DONE: "every epoch asked for",
         }.get(self.stopped_by, self.stopped_by or "not run")
         text = f"{done} of {asked} epoch(s), {why}"
@@ -130,13 +133,14 @@ class TrainResult:
         return rows
 
 
-def split_batches(preset: ModelSpec) -> type:
+def split_batches(preset: ModelSpec, split: str = "val"):
     """How a preset reads a split file: pairs of positions drawn inside it for a siamese
-    comparator (training.deepchess.PairBatches), else rows (ParquetBatches); same arguments."""
+    comparator (training.deepchess.PairBatches: train's in the preset's pair order, val's and
+    test's by the winner), else rows (ParquetBatches); same arguments."""
     if preset.kind == "siamese":
         from training.deepchess import PairBatches
 
-        return PairBatches
+        return functools.partial(PairBatches, order=preset.pair_order if split == "train" else "winner")
     return ParquetBatches
 
 
@@ -259,6 +263,8 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
     if cfg.hidden:
         preset = dataclasses.replace(preset, hidden=tuple(cfg.hidden))
     lr = cfg.lr or preset.lr
+    if preset.keep_by == "accuracy" and not spec.classes:
+        raise ValueError(f"{cfg.dataset} has a regression target: keep its epochs by loss, not accuracy")
     encoder = get_encoder(cfg.encoder)
     device = resolve_device(cfg.device)
     torch.set_num_threads(cfg.threads or os.cpu_count() or 1)
@@ -278,7 +284,9 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
     loader = LoaderConfig(batch_size=cfg.batch_size, shuffle_buffer=cfg.shuffle_buffer)
     evaluation = LoaderConfig(batch_size=4096, shuffle=False)
     batches = split_batches(preset)  # rows, or pairs of rows drawn inside each split
-    train_b = batches(files["train"], loader, seed=cfg.seed, limit=cfg.max_train_rows, target=cfg.target)
+    train_b = split_batches(preset, "train")(
+        files["train"], loader, seed=cfg.seed, limit=cfg.max_train_rows, target=cfg.target
+    )
     val_b = batches(files["val"], evaluation, limit=cfg.max_eval_rows, target=cfg.target)
     test_b = batches(files["test"], evaluation, limit=cfg.max_eval_rows, target=cfg.target)
     for split, b in (("train", train_b), ("val", val_b), ("test", test_b)):
@@ -304,6 +312,7 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
         rows={"train": train_b.rows, "val": val_b.rows, "test": test_b.rows},
         epochs_asked=cfg.epochs,
         max_minutes=cfg.max_minutes,
+        keep_by=preset.keep_by,
     )
     stopped_by: Stop | Literal[""] = ""
     if storage.exists(ckpt_path):
@@ -395,8 +404,10 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
             + (f", val accuracy {row['val_accuracy']:.4f}" if classes else f", val mse {row['val_mse']:.5f}")
             + f", {row['positions_per_second']:,.0f} positions/s"
         )
-        if val.get("loss", float("inf")) < best_loss:
-            best_loss, bad = val["loss"], 0
+        # the figure that keeps an epoch, lower is better: the loss, or the accuracy negated
+        kept = -val["accuracy"] if preset.keep_by == "accuracy" else val.get("loss", float("inf"))
+        if kept < best_loss:
+            best_loss, bad = kept, 0
             best_state = copy.deepcopy(model.state_dict())
         else:
             bad += 1
@@ -406,7 +417,7 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
         result.epochs_run += 1
         if stopped_early:
             stopped_by = EARLY_STOPPING
-            log(f"early stop: no better validation loss for {cfg.patience} epochs")
+            log(f"early stop: no better validation {preset.keep_by} for {cfg.patience} epochs")
             break
         if out_of_time or (cfg.max_minutes and time.monotonic() - t0 > cfg.max_minutes * 60):
             stopped_by = TIME_BUDGET if out_of_time or epoch + 1 < cfg.epochs else EPOCHS_DONE
@@ -425,10 +436,17 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
         games = _games(files["test"], test_b.rows, cfg.target) if classes else None
         result.test = figures_on_test(model, test_b, train_b, encoder, device, cfg.dataset, cp_unit, cfg.amp, games)
     else:  # pairs: their own baseline
-        from training.deepchess import pair_baselines
+        from training.deepchess import pair_baselines, pair_scores
 
         result.test = evaluate(model, test_b, encoder, device, classes, cp_unit, cfg.amp)
-        result.test.update(pair_baselines(train_b, test_b))
+        # the baseline fitted on train's pairs by the winner, whatever order the model's were in
+        winner_pairs = (
+            train_b
+            if train_b.order == "winner"
+            else batches(files["train"], loader, seed=cfg.seed, limit=cfg.max_train_rows)
+        )
+        scores = pair_scores(model, test_b, encoder, device, cfg.amp)  # the same pass's pairs, one by one
+        result.test.update(pair_baselines(winner_pairs, test_b, scores))
     result.positions_per_second = seen / train_seconds if train_seconds else 0.0
     return result
 

@@ -133,6 +133,15 @@ class DeepChessParams:
 
 
 @dataclass(frozen=True)
+class DeepChessScoredParams(DeepChessParams, LabelSetting):
+    """DeepChess's sampling, and the label setting of its positions' `score` (--static: Stockfish's
+    static eval, a label for every position not in check at little cost)."""
+
+    per_game: int = 10
+    """Positions drawn from each decisive game of val and test (deepchess's); train takes every one."""
+
+
+@dataclass(frozen=True)
 class LubeckParams:
     min_avg_elo: int = 2000
     """Games whose players' average rating is over this (engine games are always in)."""
@@ -179,6 +188,10 @@ class DatasetSpec:
     classes, which classifies 100 x material (training.baselines). A Sabatelli set's SQL file makes
     its `target` from `score` by the same macro, and so does a searched set for its children (the
     build checks that it gives the game rows' targets). Empty: no material rule."""
+    held_out: str = ""
+    """A boolean column of its SQL: val and test keep only the rows where it is true, train keeps
+    every row, and the column is not written (deepchess_scored: val and test are deepchess's rows,
+    train every eligible position of its games). Empty: every split keeps every row."""
 
     @property
     def defaults(self) -> dict:
@@ -250,6 +263,16 @@ DATASETS = {
             labelled=False,
             params=DeepChessParams,
             candidates="positions of decisive games after move {skip_moves}, not reached by a capture",
+        ),
+        DatasetSpec(
+            "deepchess_scored",
+            "DeepChess's positions with Stockfish's score: train every eligible position of its decisive "
+            "games, each with its score (White's view); val and test deepchess's rows, tagged by winner",
+            2,
+            labelled=False,
+            params=DeepChessScoredParams,
+            candidates="positions of decisive games after move {skip_moves}, not reached by a capture",
+            held_out="deepchess_row",
         ),
         DatasetSpec(
             "lubeck_wdl",
@@ -483,6 +506,9 @@ def build_dataset(
         }
         assign = load_sql("queries/split_assign")
         con.execute(assign, sql_params(assign, split_values))
+        if spec.held_out:  # before the guard, so that it removes what the held-out rows hold
+            con.execute(f"DELETE FROM assigned WHERE split <> 'train' AND NOT {spec.held_out}")
+            con.execute(f"ALTER TABLE assigned DROP COLUMN {spec.held_out}")
         con.execute(
             load_sql("queries/split_guard")
             if split.guard

@@ -118,3 +118,16 @@ def test_each_reason_a_run_stops_is_one_typed_choice_with_its_own_words():
         assert r.stop_text() == f"0 of 3 epoch(s), {text}"
         assert r.stop_metadata()["stopped_by_time_budget"] is (stop == TIME_BUDGET)
     assert TrainResult("x").stop_text() == "0 of 0 epoch(s), not run"
+
+
+def test_an_accuracy_kept_run_says_so_and_a_regression_set_cannot_be_kept_by_accuracy():
+    from training.train import TrainResult, train
+
+    r = TrainResult("x", stopped_by="early stopping", epochs_asked=3, keep_by="accuracy")
+    assert r.stop_text() == "0 of 3 epoch(s), stopped early (no better validation accuracy)"
+    with pytest.raises(ValueError, match="keep_by must be one of loss, accuracy; got 'mse'"):
+        ModelSpec("mlp", keep_by="mse")
+    spec = dataclasses.replace(PRESETS["mlp_regression"], keep_by="accuracy")
+    cfg = TrainConfig(dataset="sabatelli_regression", model="mlp_regression", encoder="bitmap768")
+    with pytest.raises(ValueError, match="^sabatelli_regression has a regression target: keep its epochs by loss"):
+        train(cfg, preset=spec)
