@@ -130,13 +130,13 @@ def split_model_asset(name: str) -> dg.AssetsDefinition:
     return _model
 
 
-SEARCHED = [n for n, spec in DATASETS.items() if spec.search]
-"""Datasets grown by searched children (ours, no published figure, on static labels only: the
-reproduction labels by depth unless --static): neither split as published nor in the
-reproduction's job."""
-REPRODUCED = [m for m in MODELS if MODELS[m].dataset not in SEARCHED]
-"""The models the reproduction trains and evaluates: every model asset but those of a SEARCHED
-dataset (mlp_search_regression: trained and evaluated by `chess-pipeline train` and `evaluate`)."""
+UNPUBLISHED = [n for n, spec in DATASETS.items() if spec.search or not spec.published]
+"""Datasets of ours with no published counterpart (DatasetSpec.published: the searched sets, on
+static labels only, and deepchess_scored): neither split as published nor in the reproduction's job."""
+REPRODUCED = [m for m in MODELS if MODELS[m].dataset not in UNPUBLISHED]
+"""The models the reproduction trains and evaluates: every model asset but those of an UNPUBLISHED
+dataset (mlp_search_regression, mlp_bitmap_3class_search, deepchess_scored_net: trained and
+evaluated by `chess-pipeline train` and `evaluate`)."""
 NOT_REPRODUCED = [m for m in MODELS if m not in REPRODUCED]
 PUBLISHED_MODELS = [m for m in REPRODUCED if m in published.SPLIT_MODELS]
 """The models with a published figure (pipeline.research.published.SPLIT_MODELS): the default
@@ -206,7 +206,7 @@ def stage_configs(
     return out
 
 
-split_dataset_assets = [split_dataset_asset(n) for n in DATASETS if n not in SEARCHED]
+split_dataset_assets = [split_dataset_asset(n) for n in DATASETS if n not in UNPUBLISHED]
 split_model_assets = [split_model_asset(n) for n in SPLIT_MODELS]
 
 
@@ -485,13 +485,13 @@ reproduction_assets = [*split_dataset_assets, *split_model_assets, reproduction_
 def job_selection(stages: tuple[OptionalStage, ...] = ()) -> dg.AssetSelection:
     """What a reproduction job selects, by group, tag and key pattern (so a code location without
     some module still loads): every dataset, model and evaluation asset and the TD learner's two
-    steps, less the searched datasets and the models it does not train (with their evaluations);
+    steps, less the datasets of ours (UNPUBLISHED) and the models it does not train (with their evaluations);
     without the stage `ours`, less the models with no published figure and OURS_STEPS."""
     models = NOT_REPRODUCED if "ours" in stages else [m for m in MODELS if m not in PUBLISHED_MODELS]
     selection = (
         dg.AssetSelection.groups(DATASETS_GROUP, MODELS_GROUP, EVAL_GROUP, GROUP)
         | dg.AssetSelection.from_string(" or ".join(f'key:"{s}"' for s in TD_STEPS))
-    ) - dg.AssetSelection.assets(*SEARCHED)
+    ) - dg.AssetSelection.assets(*UNPUBLISHED)
     selection -= reduce(operator.or_, (dg.AssetSelection.tag(MODEL_TAG, m) for m in models), dg.AssetSelection.assets())
     if "ours" not in stages:
         selection -= dg.AssetSelection.from_string(

@@ -129,7 +129,7 @@ def add_parser(sub) -> None:
         "models",
         nargs="*",
         help="model assets to reproduce (default: those with a published figure; with --with ours, every model "
-        "but those on a searched set: mlp_search_regression, mlp_bitmap_3class_search)",
+        "but those on a set of ours: mlp_search_regression, mlp_bitmap_3class_search, deepchess_scored_net)",
     )
     add_field_flag(
         s, ReproduceConfig, "with_stages", "--with", dest="with_stages", action="append", default=None,

@@ -28,7 +28,8 @@ class ReproduceConfig:
     """Folder of the EPD suites (STS, Kaufman)."""
     models: tuple[str, ...] = ()
     """Model assets to reproduce (empty: those with a published figure; with --with ours, every model but
-    those on a searched set, mlp_search_regression and mlp_bitmap_3class_search: ours, on searched positions)."""
+    those on a set of ours with no published counterpart: mlp_search_regression, mlp_bitmap_3class_search and
+    deepchess_scored_net)."""
     with_stages: tuple[OptionalStage, ...] = ()
     """Optional stages beyond the published figures (--with STAGE, repeatable): ours, the project's own
     measures (the matches, head to head and Elo, each model's evaluation page, the suites at depth 2, the TD

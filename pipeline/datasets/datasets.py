@@ -188,6 +188,9 @@ class DatasetSpec:
     classes, which classifies 100 x material (training.baselines). A Sabatelli set's SQL file makes
     its `target` from `score` by the same macro, and so does a searched set for its children (the
     build checks that it gives the game rows' targets). Empty: no material rule."""
+    published: bool = True
+    """A published system's set, which the reproduction builds (and splits as published too); False:
+    ours only (deepchess_scored), built and trained when named. A searched set is always ours."""
     held_out: str = ""
     """A boolean column of its SQL: val and test keep only the rows where it is true, train keeps
     every row, and the column is not written (deepchess_scored: val and test are deepchess's rows,
@@ -273,6 +276,7 @@ DATASETS = {
             params=DeepChessScoredParams,
             candidates="positions of decisive games after move {skip_moves}, not reached by a capture",
             held_out="deepchess_row",
+            published=False,
         ),
         DatasetSpec(
             "lubeck_wdl",

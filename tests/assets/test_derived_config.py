@@ -110,7 +110,7 @@ def test_ingest_labels_and_train_configs_are_their_dataclasses_fields():
 
 @pytest.mark.parametrize(
     "config_cls",
-    [IngestRunConfig, MatchesConfig, StockfishResource, LabelsConfig, TrainRunConfig, *set(CONFIGS.values())],
+    [IngestRunConfig, MatchesConfig, StockfishResource, LabelsConfig, TrainRunConfig, *dict.fromkeys(CONFIGS.values())],
     ids=lambda c: c.__name__,
 )
 def test_each_derived_field_is_described_by_its_dataclass_docstring(config_cls):

@@ -335,7 +335,8 @@ def test_a_checkpoint_that_cannot_be_played_fails_the_run_with_one_line_before_a
     assert failed is not None, failure.step_failure_data.error.message
     expected = "is DeepChess's comparator" if what == "deepchess" else "cannot be played ("
     assert failed.description.startswith(f"checkpoint {path} {expected}")
-    assert "\n" not in failed.description and len(failed.description) < 500
+    # one line, short but for the path it names (pytest's folders are deeper under xdist)
+    assert "\n" not in failed.description and len(failed.description) - len(str(path)) < 450
     assert not (store.root / "matches").exists() and not (store.root / "reports").exists()
 
 

@@ -98,20 +98,25 @@ def test_the_copies_and_their_evaluations_are_in_the_reproduction_job():
     assert not {SPLIT_DC, *EVALS} & set(job_assets(["mlp_bitmap_3class"]))
 
 
-def test_the_reproduction_leaves_out_the_searched_set_its_model_and_their_evaluations():
+def test_the_reproduction_leaves_out_the_sets_of_ours_their_models_and_their_evaluations():
     """mlp_search_regression and mlp_bitmap_3class_search train on the searched sets (static
-    labels, ours): none of them is in the job (by tag: a location without the evaluation assets
-    still loads) nor in the command's steps; every other model and its evaluations are."""
+    labels, ours), deepchess_scored_net on deepchess_scored (ours): none of them is in the job (by
+    tag: a location without the evaluation assets still loads) nor in the command's steps, nor a
+    published-split copy of their sets; every other model and its evaluations are."""
     from assets.definitions import build_defs
     from assets.training import MODELS
 
     job = build_defs().resolve_job_def("reproduction_ours_job")  # with the stage ours: every model
     keys = {k.to_user_string() for k in job.asset_layer.executable_asset_keys}
-    ours = {"mlp_search_regression", "mlp_bitmap_3class_search"}
-    assert ours == {m for m in MODELS if MODELS[m].dataset.endswith("_search")}
-    left_out = {"sabatelli_regression_search", "sabatelli_3class_search", *ours}
+    sets = {"sabatelli_regression_search", "sabatelli_3class_search", "deepchess_scored"}
+    ours = {"mlp_search_regression", "mlp_bitmap_3class_search", "deepchess_scored_net"}
+    assert ours == {m for m in MODELS if MODELS[m].dataset in sets}
+    left_out = {*sets, *(f"published_split_{d}" for d in sets), *ours}
     left_out |= {f"eval_{k}_{m}" for m in ours for k in ("suites", "matches", "report")}
     assert not left_out & keys and not left_out & set(job_assets(stages=("ours",)))
+    assert not {f"published_split_{d}" for d in sets} & {
+        k.to_user_string() for k in build_defs().resolve_asset_graph().get_all_asset_keys()
+    }
     others = [m for m in MODELS if m not in ours]
     assert {*others, *(f"eval_{k}_{m}" for m in others for k in ("suites", "matches", "report"))} <= keys
     assert set(job_assets(stages=("ours",))) <= keys | {"archive_tables", "labels"}
