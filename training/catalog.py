@@ -42,8 +42,8 @@ DEEPCHESS_FULL = {"epochs": 1000, "pretrain_epochs": 200, "patience": 20}
 pairs (early stopping, patience 20: the pairs change every epoch)."""
 DEEPCHESS_SCORED_FULL = {"epochs": 60, "pretrain_epochs": 2, "patience": 6, "batch_size": 256}
 """deepchess_scored_net's (ours): two pretraining epochs a Pos2Vec layer (the reconstruction loss is
-flat after them), then pairs until 6 epochs bring no better validation accuracy (about 15 epochs
-and 15 minutes on 2 CPU cores: docs/results/training.md)."""
+flat after them), then pairs until 6 epochs bring no better validation accuracy (15 epochs in 10
+minutes on 2 CPU cores on every shared archive: docs/results/training.md)."""
 MATERIAL_MLP_QUICK = {"epochs": 8, "patience": 3, "batch_size": 256, "threads": 1}
 """Issue 19's small MLPs step several times as fast as the 3-class MLP: more epochs in the quick
 profile's 3 minutes, early stopping on validation loss keeping the best; one thread, since steps

@@ -108,6 +108,11 @@ class PairBatches:
             self.score = self._scores()
             self.scored = np.flatnonzero(~np.isnan(self.score))
             self.rows = len(self.scored) // 2
+            if self.positions_rows and not len(self.scored):
+                raise ValueError(
+                    f"{self.path} has no position with a score: label the store (chess-pipeline label, e.g. "
+                    "--static) and build the set again with the same label flags"
+                )
         # Single positions in a random order, for Pos2Vec's pretraining.
         self.positions = ParquetBatches(self.path, config, seed=seed, limit=limit)
 
@@ -531,7 +536,7 @@ def score_order_accuracy(pairs: PairBatches) -> float:
     `score`, White's view) orders right: the White-won position scored higher; a tie, or a position
     without a score, counts half (what a comparator taught by the score could at best learn)."""
     left, right, target = pairs.pairs(0)
-    score = PairBatches._scores(pairs)
+    score = pairs._scores()
     sl, sr = score[left], score[right]
     right_better = np.where(np.isnan(sl) | np.isnan(sr) | (sl == sr), 0.5, (sr > sl).astype(float))
     return float(np.where(target == RIGHT, right_better, 1.0 - right_better).mean()) if len(target) else math.nan

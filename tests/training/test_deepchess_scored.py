@@ -122,7 +122,7 @@ def test_train_scores_are_stockfishs_own_eval_and_none_in_check(home, stockfish)
         assert score[i] == static_cp(stockfish, fens[i]), fens[i]
 
 
-def test_pairs_by_score_are_ordered_by_it_each_position_once_an_epoch_the_same_for_a_seed(home):
+def test_pairs_by_score_are_ordered_by_it_each_position_once_an_epoch_the_same_for_a_seed(home, tmp_path):
     path = home / "datasets" / "deepchess_scored" / "train.parquet"
     pairs = PairBatches(path, LoaderConfig(batch_size=64), seed=3, order="score")
     score = pq.read_table(path, columns=["score"]).column("score").to_numpy(zero_copy_only=False)
@@ -139,6 +139,12 @@ def test_pairs_by_score_are_ordered_by_it_each_position_once_an_epoch_the_same_f
     assert not np.array_equal(pairs.pairs(1)[0], left)  # a new draw each epoch
     batches = list(pairs.epoch(0))
     assert sum(len(b.target) for b in batches) == pairs.rows
+    unscored = tmp_path / "unscored.parquet"  # a set built from a store without labels of its setting
+    table = pq.read_table(path)
+    i = table.schema.get_field_index("score")
+    pq.write_table(table.set_column(i, "score", pa.nulls(table.num_rows, table.schema.field("score").type)), unscored)
+    with pytest.raises(ValueError, match="has no position with a score: label the store .* same label flags$"):
+        PairBatches(unscored, order="score")
     with pytest.raises(ValueError, match="has no score column: pairs ordered by score need a set that has one"):
         PairBatches(home / "datasets" / "deepchess" / "train.parquet", order="score")
     with pytest.raises(ValueError, match="pair order must be one of winner, score; got 'elo'"):
