@@ -24,6 +24,7 @@ side that moved. Scores only order positions of one batch, so it is a 1-ply play
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -103,7 +104,7 @@ class PairBatches:
             target = np.zeros(0, dtype=np.float32)
         self.white_won = np.flatnonzero(target == 1)
         self.black_won = np.flatnonzero(target == 0)
-        self.rows = int(min(len(self.white_won), len(self.black_won)))
+        self.rows = self.winner_rows = int(min(len(self.white_won), len(self.black_won)))
         if order == "score":  # any two scored positions an epoch, each position in one pair
             self.score = self._scores()
             self.scored = np.flatnonzero(~np.isnan(self.score))
@@ -120,6 +121,15 @@ class PairBatches:
         """game_id of each position held (row order of the file)."""
         t = pq.read_table(self.path, columns=["game_id"])
         return t.column("game_id").to_numpy()[: self.positions_rows]
+
+    def by_winner(self) -> PairBatches:
+        """The same positions (nothing read again), their pairs by the winner: what the material
+        baseline is fitted on, whatever order a model's train pairs are in."""
+        if self.order == "winner":
+            return self
+        other = copy.copy(self)
+        other.order, other.rows = "winner", self.winner_rows
+        return other
 
     def _scores(self) -> np.ndarray:
         """Each position's score (White's view; NaN where it has none), as float64."""
@@ -205,6 +215,13 @@ class PairScores:
     def accuracy(self) -> float:
         return float(self.scores.mean()) if len(self.scores) else math.nan
 
+    @classmethod
+    def from_rows(cls, per_row: dict, pairs: PairBatches) -> PairScores:
+        """The pairs of `pairs.epoch(0)` an evaluation pass scored (training.checkpoints.evaluate's
+        `per_row`), each right (1) or not (0), with its two games."""
+        scores = (per_row["prediction"] == per_row["target"]).astype(np.float64)
+        return cls(scores, *pair_games(pairs, len(scores)))
+
     @property
     def games(self) -> int:
         """The games the pairs come from (the interval's clusters)."""
@@ -232,8 +249,7 @@ def pair_scores(
     figure, on the same device and precision."""
     per_row: dict = {}
     evaluate(model, pairs, encoder, torch.device(device), 2, 1.0, amp, per_row)
-    scores = (per_row["prediction"] == per_row["target"]).astype(np.float64)
-    return PairScores(scores, *pair_games(pairs, len(scores)))
+    return PairScores.from_rows(per_row, pairs)
 
 
 # The plain baseline: a logistic regression on the material difference of the two positions. ---
@@ -549,15 +565,15 @@ def pair_baselines(train_pairs: PairBatches, test_pairs: PairBatches, model: Pai
     baseline and the lead's 95% interval, a paired difference clustered by game on both sides of
     the pairs (`material_lead`, `material_lead_ci95`: half the interval's width)."""
     b = MaterialBaseline.fit(train_pairs)
+    base = b.pair_scores(test_pairs)  # its mean is b.accuracy(test_pairs), in the same pass
     out = {
-        "material_baseline_accuracy": b.accuracy(test_pairs),
+        "material_baseline_accuracy": base.accuracy,
         "material_baseline_intercept": b.a,
         "material_baseline_slope": b.b,
     }
     if "score" in pq.read_schema(test_pairs.path).names:  # the teacher of a comparator taught by score
         out["score_order_accuracy"] = score_order_accuracy(test_pairs)
     if model is not None and len(model.scores):
-        base = b.pair_scores(test_pairs)
         lead = two_way_interval(model.scores - base.scores, model.white_games, model.black_games)
         out["material_lead"], out["material_lead_ci95"] = lead.mean, (lead.high - lead.low) / 2
     return out

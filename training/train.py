@@ -436,17 +436,12 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
         games = _games(files["test"], test_b.rows, cfg.target) if classes else None
         result.test = figures_on_test(model, test_b, train_b, encoder, device, cfg.dataset, cp_unit, cfg.amp, games)
     else:  # pairs: their own baseline
-        from training.deepchess import pair_baselines, pair_scores
+        from training.deepchess import PairScores, pair_baselines
 
-        result.test = evaluate(model, test_b, encoder, device, classes, cp_unit, cfg.amp)
+        per_row: dict = {}  # each test pair scored, in the pass that gives the accuracy
+        result.test = evaluate(model, test_b, encoder, device, classes, cp_unit, cfg.amp, per_row)
         # the baseline fitted on train's pairs by the winner, whatever order the model's were in
-        winner_pairs = (
-            train_b
-            if train_b.order == "winner"
-            else batches(files["train"], loader, seed=cfg.seed, limit=cfg.max_train_rows)
-        )
-        scores = pair_scores(model, test_b, encoder, device, cfg.amp)  # the same pass's pairs, one by one
-        result.test.update(pair_baselines(winner_pairs, test_b, scores))
+        result.test.update(pair_baselines(train_b.by_winner(), test_b, PairScores.from_rows(per_row, test_b)))
     result.positions_per_second = seen / train_seconds if train_seconds else 0.0
     return result
 
