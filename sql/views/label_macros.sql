@@ -29,3 +29,16 @@ CREATE OR REPLACE MACRO sabatelli_positions(min_elo, kind, value, eng, pov) AS T
                             ELSE error('pov must be one of side_to_move, white; got ''' || coalesce(pov, 'NULL') || '''')
                        END AS pov_ok) known
     WHERE ((g.white_elo > min_elo AND g.black_elo > min_elo) OR g.source IN ('ccrl', 'selfplay')) AND known.pov_ok;
+
+-- Positions of DeepChess's datasets: every position of a decisive game after move skip_moves not
+-- reached by a capture, with `draw`, its rank in its game by a hash of sample_seed, game and ply
+-- (deepchess takes the first per_game of each game; deepchess_scored takes them all for train).
+CREATE OR REPLACE MACRO deepchess_positions(sample_seed, skip_moves) AS TABLE
+    SELECT p.position_key, p.planes, p.side_to_move, p.castling, p.ep_square, p.halfmove_clock,
+           p.fullmove_number, p.game_id, p.ply, g.source, g.white_elo, g.black_elo, g.outcome AS result,
+           CASE g.outcome WHEN '1-0' THEN 'white' ELSE 'black' END AS winner,
+           row_number() OVER (PARTITION BY p.game_id
+                              ORDER BY md5(sample_seed::VARCHAR || ':' || p.game_id::VARCHAR || ':' || p.ply::VARCHAR)) AS draw
+    FROM positions p
+    JOIN games g USING (game_id)
+    WHERE g.outcome IN ('1-0', '0-1') AND p.ply >= 2 * skip_moves AND NOT p.is_capture;
