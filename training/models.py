@@ -185,6 +185,29 @@ PRESETS["mlp3_regularised"] = replace(
     lr_decay=0.85,
     notes="ours: Sabatelli 3-class MLP's shape, regularised against memorising games",
 )
+# Ours (issue 39): Sabatelli's bitmap CNN, its published shape (20 5x5 and 50 3x3 filters, FC 500,
+# ELU, batch norm, dropout 0.3, Adam 1e-3), with mlp3_regularised's additions: AdamW weight decay
+# 0.1, a-h mirroring of rows without castling rights, the learning rate times 0.85 each epoch
+# (docs/results/training.md, "The CNN and the regression MLP with the same recipe").
+PRESETS["cnn_regularised"] = replace(
+    PRESETS["cnn"],
+    weight_decay=0.1,
+    mirror_files=True,
+    lr_decay=0.85,
+    notes="ours: Sabatelli CNN's shape, regularised against memorising games",
+)
+# Ours (issue 39): Sabatelli's regression MLP, its published shape (3x2048, ELU, batch norm, no
+# dropout), with AdamW weight decay 0.1, a-h mirroring and the rate times 0.85 each epoch, Adam
+# 1e-3 in place of the published SGD; mlp3_regularised's dropout 0.5 before batch norm held the
+# validation loss at the material line's (docs/results/training.md).
+PRESETS["mlp_regression_regularised"] = replace(
+    PRESETS["mlp_regression"],
+    optimizer="adam",
+    weight_decay=0.1,
+    mirror_files=True,
+    lr_decay=0.85,
+    notes="ours: Sabatelli regression MLP's shape, regularised, Adam",
+)
 # Ours (issue 19): mlp_material's recipe at 768-256-32-1 on the bits alone, a regression on
 # Stockfish's static evaluation; trained on sabatelli_regression_search it is the learnt evaluation
 # that beats the traditional one in the search at equal depth (README, Training). The small last

@@ -22,7 +22,13 @@ from cli.reproduce_config import ReproduceConfig, settings_text, step_kind
 from pipeline.research.budget import EVALUATION_SECONDS, evaluation_reserve
 from training.td.config import TDConfig
 
-NO_FIGURE = {"mlp_material_3class", "mlp_counts_3class", "piece_value_net_result"}
+NO_FIGURE = {
+    "mlp_material_3class",
+    "mlp_counts_3class",
+    "cnn_bitmap_3class_regularised",
+    "mlp_bitmap_regression_regularised",
+    "piece_value_net_result",
+}
 OURS = {"eval_head_to_head", "elo_ratings"}
 
 
