@@ -213,6 +213,9 @@ def train_and_record(
         if "material_baseline_mse" in test:  # train's mean and the material line on the same test rows
             meta["mean_baseline_mse"] = round(test["mean_baseline_mse"], 6)
             meta["material_baseline_mse"] = round(test["material_baseline_mse"], 6)
+        if "material_line_lead" in test:  # the line's MSE less ours, with its interval (clustered by game)
+            meta["material_line_lead"] = round(test["material_line_lead"], 6)
+            meta["material_line_lead_ci95"] = round(test["material_line_lead_ci95"], 6)
     if "majority_class_accuracy" in test or "mean_baseline_mse" in test:
         from training.baselines import baselines_table
 
@@ -302,9 +305,13 @@ def model_results(store: StoreResource) -> dg.MaterializeResult:
             f"{g['material_lead']:+.2%} +/- {g['material_lead_ci95']:.2%}"
             if "material_lead_ci95" in g
             else (
-                f"MSE {g['material_baseline_mse'] - g['mse']:+.5f} (the line's less ours)"
-                if "mse" in g and "material_baseline_mse" in g
-                else "-"
+                f"MSE {g['material_line_lead']:+.5f} +/- {g['material_line_lead_ci95']:.5f} (the line's less ours)"
+                if "material_line_lead_ci95" in g
+                else (
+                    f"MSE {g['material_baseline_mse'] - g['mse']:+.5f} (the line's less ours)"
+                    if "mse" in g and "material_baseline_mse" in g  # a run from before the interval
+                    else "-"
+                )
             )
         )
         lines.append(

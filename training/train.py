@@ -219,6 +219,22 @@ def baseline_leads(rows: dict, dataset: str, majority: int, games=None) -> dict:
     return out
 
 
+def line_lead(rows: dict, intercept: float, slope: float, games=None) -> dict:
+    """A regression model's lead over the material line (training.baselines: fitted on train) on
+    the same test rows: the line's squared error less the model's, row by row, its mean
+    (`material_line_lead`, in the target's units squared: the line's MSE less the model's) with
+    the half-width of its 95% interval clustered by game where `games` gives each row's game
+    (paired_lead); `rows` as baseline_leads takes them."""
+    y = np.asarray(rows.get("target", ()), dtype=np.float64)
+    if not len(y):
+        return {}
+    ours = (np.asarray(rows["prediction"], dtype=np.float64) - y) ** 2
+    line = (intercept + slope * np.asarray(rows["material"], dtype=np.float64) - y) ** 2
+    clusters = games if games is not None and len(games) == len(y) else None
+    lead, ci95 = paired_lead(line, ours, clusters)
+    return {"material_line_lead": lead, "material_line_lead_ci95": ci95}
+
+
 def figures_on_test(
     model: nn.Module,
     test: ParquetBatches,
@@ -241,6 +257,8 @@ def figures_on_test(
     out.update(baselines_of(dataset, classes, y_train, m_train, rows["target"], rows["material"], cp_unit))
     if classes and "majority_class" in out:  # the leads, with their intervals (clustered by game)
         out.update(baseline_leads(rows, dataset, int(out["majority_class"]), games))
+    elif not classes and "material_baseline_slope" in out:
+        out.update(line_lead(rows, out["material_baseline_intercept"], out["material_baseline_slope"], games))
     return out
 
 
@@ -488,6 +506,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     if "material_lead" in test:  # the lead over material, and its 95% interval (clustered by game)
         summary += f", lead over material {test['material_lead']:+.2%} +/- {test['material_lead_ci95']:.2%}"
+    if "material_line_lead" in test:  # the line's MSE less ours, and its 95% interval (clustered by game)
+        summary += f", lead over the line {test['material_line_lead']:+.5f} +/- {test['material_line_lead_ci95']:.5f}"
     print(f"{summary} on {test.get('rows', 0):,} positions; checkpoint {r.checkpoint}")
 
 

@@ -43,6 +43,19 @@ def test_rows_carry_the_lead_over_material_and_are_sorted_by_it(instance, tmp_pa
         "run1",
         [("test", "mse", 0.00125), ("test", "material_baseline_mse", 0.00209), ("test", "rows", 500.0)],
     )
+    write_model_metrics(
+        store,
+        "mlp_bitmap_regression_regularised",
+        "sabatelli_regression",
+        "run1",
+        [
+            ("test", "mse", 0.00119),
+            ("test", "material_baseline_mse", 0.00236),
+            ("test", "material_line_lead", 0.00117),
+            ("test", "material_line_lead_ci95", 0.00006),
+            ("test", "rows", 82405.0),
+        ],
+    )
     result = dg.materialize(
         [model_results], instance=instance, resources={"store": StoreResource(root=str(store.root))}
     )
@@ -55,6 +68,8 @@ def test_rows_carry_the_lead_over_material_and_are_sorted_by_it(instance, tmp_pa
     assert "| 89.45% accuracy | - | 82.35% | +7.10% +/- 0.81% |" in body[0]
     assert "| 76.20% accuracy | - | 71.47% | +4.73% +/- 2.08% |" in body[1]
     regression = next(line for line in body if line.startswith("| mlp_bitmap_regression "))
-    assert "MSE +0.00084 (the line's less ours)" in regression
+    assert "MSE +0.00084 (the line's less ours)" in regression  # a run from before the interval
+    regularised = next(line for line in body if line.startswith("| mlp_bitmap_regression_regularised "))
+    assert "| MSE 0.0012 | - | MSE 0.0024 (line) | MSE +0.00117 +/- 0.00006 (the line's less ours) |" in regularised
     untrained = next(line for line in body if line.startswith("| lubeck_wdl_mlp "))
     assert "not trained yet" in untrained

@@ -4,7 +4,7 @@ import statistics
 
 import numpy as np
 
-from training.train import paired_lead
+from training.train import line_lead, paired_lead
 
 
 def test_without_clusters_the_interval_is_the_textbook_paired_one():
@@ -35,3 +35,25 @@ def test_a_game_of_copies_counts_as_one_observation():
 def test_no_interval_from_one_row_or_one_game():
     assert paired_lead(np.array([True]), np.array([False]))[1] == float("inf")
     assert paired_lead(np.array([True, True]), np.array([False, True]), np.array([7, 7]))[1] == float("inf")
+
+
+def test_a_regression_lead_is_the_lines_mse_less_the_models_with_a_game_clustered_interval():
+    # 30 games of 20 positions; the model's error is a per-game offset, so rows of one game err
+    # together and the interval is that of the 30 per-game differences of squared errors.
+    rng = np.random.default_rng(2)
+    games = np.repeat(np.arange(30), 20)
+    y = rng.random(600)
+    material = rng.integers(-5, 6, 600).astype(np.float64)
+    prediction = y + np.repeat(rng.normal(0, 0.05, 30), 20)
+    a, b = 0.5, 0.03
+    rows = {"target": y, "prediction": prediction, "material": material}
+    got = line_lead(rows, a, b, games)
+    line_mse = float((((a + b * material) - y) ** 2).mean())
+    ours_mse = float(((prediction - y) ** 2).mean())
+    assert np.isclose(got["material_line_lead"], line_mse - ours_mse)
+    d = ((a + b * material) - y) ** 2 - (prediction - y) ** 2
+    per_game = d.reshape(30, 20).mean(1)
+    half = 1.96 * (((per_game - d.mean()) ** 2).sum() * 20**2 / 600**2 * 30 / 29) ** 0.5
+    assert np.isclose(got["material_line_lead_ci95"], half)
+    assert got["material_line_lead_ci95"] > line_lead(rows, a, b)["material_line_lead_ci95"]  # per row: narrower
+    assert line_lead({"target": np.zeros(0)}, a, b) == {}
