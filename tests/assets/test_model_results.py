@@ -10,52 +10,24 @@ from pipeline.store.store import Store
 from training.catalog import MODELS
 
 
+def _write(store: Store, name: str, run: str, **test: float) -> None:
+    """One run's test figures of model `name` into model_metrics."""
+    rows = [("test", metric, value) for metric, value in test.items()]
+    write_model_metrics(store, name, MODELS[name].dataset, run, rows)
+
+
 def test_rows_carry_the_lead_over_material_and_are_sorted_by_it(instance, tmp_path):
     store = Store(tmp_path / "store").ensure()
     leads = {"mlp_bitmap_3class": (0.8234, 0.8298, -0.0064, 0.0161), "deepchess_net": (0.7620, 0.7147, 0.0473, 0.0208)}
     for name, (accuracy, material, lead, ci) in leads.items():
-        rows = [
-            ("test", "accuracy", accuracy),
-            ("test", "material_baseline_accuracy", material),
-            ("test", "material_lead", lead),
-            ("test", "material_lead_ci95", ci),
-            ("test", "rows", 1000.0),
-        ]
-        write_model_metrics(store, name, MODELS[name].dataset, "run1", rows)
+        _write(store, name, "run1", accuracy=accuracy, material_baseline_accuracy=material, material_lead=lead,
+               material_lead_ci95=ci, rows=1000.0)  # fmt: skip
     # a newer run of the MLP: its figures replace the older ones
-    write_model_metrics(
-        store,
-        "mlp_bitmap_3class",
-        "sabatelli_3class",
-        "run2",
-        [
-            ("test", "accuracy", 0.8945),
-            ("test", "material_baseline_accuracy", 0.8235),
-            ("test", "material_lead", 0.0710),
-            ("test", "material_lead_ci95", 0.0081),
-            ("test", "rows", 82405.0),
-        ],
-    )
-    write_model_metrics(
-        store,
-        "mlp_bitmap_regression",
-        "sabatelli_regression",
-        "run1",
-        [("test", "mse", 0.00125), ("test", "material_baseline_mse", 0.00209), ("test", "rows", 500.0)],
-    )
-    write_model_metrics(
-        store,
-        "mlp_bitmap_regression_regularised",
-        "sabatelli_regression",
-        "run1",
-        [
-            ("test", "mse", 0.00119),
-            ("test", "material_baseline_mse", 0.00236),
-            ("test", "material_line_lead", 0.00117),
-            ("test", "material_line_lead_ci95", 0.00006),
-            ("test", "rows", 82405.0),
-        ],
-    )
+    _write(store, "mlp_bitmap_3class", "run2", accuracy=0.8945, material_baseline_accuracy=0.8235,
+           material_lead=0.0710, material_lead_ci95=0.0081, rows=82405.0)  # fmt: skip
+    _write(store, "mlp_bitmap_regression", "run1", mse=0.00125, material_baseline_mse=0.00209, rows=500.0)
+    _write(store, "mlp_bitmap_regression_regularised", "run1", mse=0.00119, material_baseline_mse=0.00236,
+           material_line_lead=0.00117, material_line_lead_ci95=0.00006, rows=82405.0)  # fmt: skip
     result = dg.materialize(
         [model_results], instance=instance, resources={"store": StoreResource(root=str(store.root))}
     )
