@@ -192,3 +192,7 @@ class ModelMetadata(Record):
     mean_baseline_mse: float | None = None
     """Regression models only: train's mean and the material line fitted on train, on the same test rows."""
     material_baseline_mse: float | None = None
+    material_line_lead: float | None = None
+    """Regression models only: the material line's test MSE less the model's on the same rows."""
+    material_line_lead_ci95: float | None = None
+    """Half that lead's 95% interval, clustered by game (training.train.line_lead)."""

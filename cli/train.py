@@ -69,7 +69,12 @@ class ModelSummary:
             if m.test_accuracy is not None
             else f"test MSE {m.test_mse:.5f}"
             + (
-                f" (train mean {m.mean_baseline_mse:.5f}, material line {m.material_baseline_mse:.5f})"
+                f" (train mean {m.mean_baseline_mse:.5f}, material line {m.material_baseline_mse:.5f}"
+                + (
+                    f", lead {m.material_line_lead:+.5f} +/- {m.material_line_lead_ci95:.5f})"
+                    if m.material_line_lead is not None and m.material_line_lead_ci95 is not None
+                    else ")"
+                )
                 if m.material_baseline_mse is not None
                 else ""
             )
