@@ -224,7 +224,7 @@ def line_lead(rows: dict, intercept: float, slope: float, games=None) -> dict:
     the same test rows: the line's squared error less the model's, row by row, its mean
     (`material_line_lead`, in the target's units squared: the line's MSE less the model's) with
     the half-width of its 95% interval clustered by game where `games` gives each row's game
-    (paired_lead); `rows` as baseline_leads takes them."""
+    (paired_lead; `lead_clusters` as baseline_leads gives it); `rows` as baseline_leads takes them."""
     y = np.asarray(rows.get("target", ()), dtype=np.float64)
     if not len(y):
         return {}
@@ -232,7 +232,8 @@ def line_lead(rows: dict, intercept: float, slope: float, games=None) -> dict:
     line = (intercept + slope * np.asarray(rows["material"], dtype=np.float64) - y) ** 2
     clusters = games if games is not None and len(games) == len(y) else None
     lead, ci95 = paired_lead(line, ours, clusters)
-    return {"material_line_lead": lead, "material_line_lead_ci95": ci95}
+    grouped = float(len(np.unique(clusters))) if clusters is not None else 0.0  # 0: per row
+    return {"material_line_lead": lead, "material_line_lead_ci95": ci95, "lead_clusters": grouped}
 
 
 def figures_on_test(
@@ -451,7 +452,7 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
     result.history = history
     result.pretrain = pretrained
     if preset.kind != "siamese":  # the majority class and material on the same test rows, in the same pass
-        games = _games(files["test"], test_b.rows, cfg.target) if classes else None
+        games = _games(files["test"], test_b.rows, cfg.target)  # the leads' intervals cluster by game
         result.test = figures_on_test(model, test_b, train_b, encoder, device, cfg.dataset, cp_unit, cfg.amp, games)
     else:  # pairs: their own baseline
         from training.deepchess import PairScores, pair_baselines

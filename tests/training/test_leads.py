@@ -3,8 +3,13 @@
 import statistics
 
 import numpy as np
+import pyarrow.parquet as pq
 
-from training.train import line_lead, paired_lead
+from pipeline.datasets.datasets import dataset_dir
+from pipeline.store.store import Store
+from tests.training.conftest import QUIET
+from tests.training.synthetic import write_dataset
+from training.train import TrainConfig, line_lead, paired_lead, train
 
 
 def test_without_clusters_the_interval_is_the_textbook_paired_one():
@@ -57,3 +62,18 @@ def test_a_regression_lead_is_the_lines_mse_less_the_models_with_a_game_clustere
     assert np.isclose(got["material_line_lead_ci95"], half)
     assert got["material_line_lead_ci95"] > line_lead(rows, a, b)["material_line_lead_ci95"]  # per row: narrower
     assert line_lead({"target": np.zeros(0)}, a, b) == {}
+
+
+def test_a_regression_runs_lead_over_the_line_is_clustered_by_the_test_files_games(tmp_path):
+    # The run's own figures: the lead is the line's MSE less the model's on the same test rows, and
+    # its interval is clustered by the games of the test file (counted here from the file itself).
+    st = Store(tmp_path / "store")
+    write_dataset(st, "sabatelli_regression", games=20, seed=3)
+    cfg = TrainConfig(store=str(st.root), dataset="sabatelli_regression", model="mlp_regression", hidden=[16],
+                      encoder="bitmap768", epochs=1, batch_size=64, device="cpu", threads=1,
+                      out=str(tmp_path / "run"))  # fmt: skip
+    t = train(cfg, QUIET).test
+    games = pq.read_table(dataset_dir(st, "sabatelli_regression") / "test.parquet", columns=["game_id"]).column(0)
+    assert t["lead_clusters"] == len(set(games.to_pylist())) > 1
+    assert np.isclose(t["material_line_lead"], t["material_baseline_mse"] - t["mse"], rtol=1e-4)
+    assert 0 < t["material_line_lead_ci95"] < float("inf")
