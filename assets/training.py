@@ -257,6 +257,18 @@ def by_lead(got: dict[str, dict]) -> list[str]:
     return led + [n for n in MODELS if n not in led]
 
 
+def _lead_cell(g: dict) -> str:
+    """A model's lead over material in the results table: accuracy points over the rule, or the
+    material line's MSE less the model's, each with half its 95% interval (clustered by game)."""
+    if "material_lead_ci95" in g:
+        return f"{g['material_lead']:+.2%} +/- {g['material_lead_ci95']:.2%}"
+    if "material_line_lead_ci95" in g:
+        return f"MSE {g['material_line_lead']:+.5f} +/- {g['material_line_lead_ci95']:.5f} (the line's less ours)"
+    if "mse" in g and "material_baseline_mse" in g:  # a run from before the interval
+        return f"MSE {g['material_baseline_mse'] - g['mse']:+.5f} (the line's less ours)"
+    return "-"
+
+
 @dg.asset(
     group_name=GROUP,
     deps=list(MODELS),
@@ -301,19 +313,7 @@ def model_results(store: StoreResource) -> dg.MaterializeResult:
             if "material_baseline_accuracy" in g
             else (f"MSE {g['material_baseline_mse']:.4f} (line)" if "material_baseline_mse" in g else "-")
         )
-        lead = (
-            f"{g['material_lead']:+.2%} +/- {g['material_lead_ci95']:.2%}"
-            if "material_lead_ci95" in g
-            else (
-                f"MSE {g['material_line_lead']:+.5f} +/- {g['material_line_lead_ci95']:.5f} (the line's less ours)"
-                if "material_line_lead_ci95" in g
-                else (
-                    f"MSE {g['material_baseline_mse'] - g['mse']:+.5f} (the line's less ours)"
-                    if "mse" in g and "material_baseline_mse" in g  # a run from before the interval
-                    else "-"
-                )
-            )
-        )
+        lead = _lead_cell(g)
         lines.append(
             f"| {name} | {m.dataset} | {m.encoder} | {int(g.get('rows', 0)):,} | {ours} | {majority} | {material} "
             f"| {lead} | {m.anchor} |"

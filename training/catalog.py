@@ -49,13 +49,13 @@ MATERIAL_MLP_QUICK = {"epochs": 8, "patience": 3, "batch_size": 256, "threads": 
 profile's 3 minutes, early stopping on validation loss keeping the best; one thread, since steps
 this small gain nothing from a second and lose much when the cores are shared (measured on a
 loaded 2-core machine: 3,838 positions/s on one thread, 370 on two)."""
-REGULARISED_FULL = {"epochs": 30, "patience": 4}
+CNN_REGULARISED_FULL = {"epochs": 30, "patience": 4}
 """Issue 39's regularised CNN on the game rows (ours): the rate falls by 0.85 an epoch, so after
 30 it is 1% of its start; 4 epochs without a better validation loss stop it (46 min on 2 CPU cores
 on every shared archive: docs/results/training.md)."""
 REGRESSION_REGULARISED_FULL = {"epochs": 10, "patience": 4}
 """Issue 39's regularised regression MLP (3x2048: 3.6 min an epoch of 584,234 rows on 2 CPU
-cores): 10 epochs, 40 minutes, its validation loss still falling (docs/results/training.md)."""
+cores): 10 epochs, 35 minutes, its validation loss still falling (docs/results/training.md)."""
 MODELS = {
     "mlp_bitmap_3class": ModelAsset("sabatelli_3class", "mlp3", "bitmap768", anchor("mlp_bitmap_3class")),
     "mlp_algebraic_3class": ModelAsset(
@@ -109,7 +109,7 @@ MODELS = {
         "cnn_regularised",
         "bitmap768",
         "none (ours): Sabatelli's CNN (bitmap) shape, regularised; must beat the material rule",
-        profiles={"full": REGULARISED_FULL},
+        profiles={"full": CNN_REGULARISED_FULL},
     ),
     "mlp_bitmap_regression_regularised": ModelAsset(
         "sabatelli_regression",
