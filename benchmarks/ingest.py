@@ -108,13 +108,16 @@ def machine_scaling(workers: int, n: int = 20_000_000) -> float:
 
 
 def column_bytes(path: Path) -> Counter:
-    """Compressed bytes of each column of a Parquet file (its column chunks' sizes, every row group)."""
+    """Compressed bytes of each column of a Parquet file (its column chunks' sizes, every row
+    group), and of each column's Bloom filters (as "<column> bloom filter"), where it has any."""
     per_column: Counter = Counter()
     meta = pq.ParquetFile(path).metadata
     for rg in range(meta.num_row_groups):
         for i in range(meta.num_columns):
             col = meta.row_group(rg).column(i)
             per_column[col.path_in_schema] += col.total_compressed_size
+            if col.bloom_filter_length:
+                per_column[f"{col.path_in_schema} bloom filter"] += col.bloom_filter_length
     return per_column
 
 

@@ -524,7 +524,7 @@ def run(args, pool: list[RealGame], tmp: Path) -> list[str]:
         f"target <= {TARGETS['bytes_per_position']:g}: {verdict(bpp <= TARGETS['bytes_per_position'])}"
     )
     for name, size in sorted(per.items(), key=lambda kv: -kv[1]):
-        print(f"      {name:18s} {size / positions:6.2f} bytes/position")
+        print(f"      {name:26s} {size / positions:6.2f} bytes/position")
 
     unmeasured = []
 

@@ -75,6 +75,14 @@ def store_summary(con: duckdb.DuckDBPyConnection) -> dict:
     return {"games": n, "note": None if n else INGEST_HINT}
 
 
+def position_params(board: chess.Board, games_listed: int = GAMES_LISTED, placement_only: bool = False) -> dict:
+    """The bound parameters of sql/queries/explorer_position.sql for `board`."""
+    pk = position_key(board)
+    params = {**pk.params(), "keys": placement_keys(board) if placement_only else [pk.key]}
+    del params["key"]
+    return {**params, "placement_only": placement_only, **BANDS.params(), "limit": games_listed}
+
+
 def explore(
     con: duckdb.DuckDBPyConnection, board: chess.Board, games_listed: int = GAMES_LISTED, placement_only: bool = False
 ) -> dict:
@@ -84,10 +92,7 @@ def explore(
     placement_only: every position with `board`'s pieces on their squares (either side to
     move, any castling or en-passant right); a move's SAN is then as if `board`'s side moved."""
     pk = position_key(board)
-    keys = placement_keys(board) if placement_only else [pk.key]
-    params = {**pk.params(), "keys": keys, "placement_only": placement_only}
-    del params["key"]
-    row = _rows(con, "explorer_position", {**params, **BANDS.params(), "limit": games_listed})[0]
+    row = _rows(con, "explorer_position", position_params(board, games_listed, placement_only))[0]
     bands = row["bands"] or []
     empty = {"games": 0, "white_wins": 0, "draws": 0, "black_wins": 0}
     total = bands[0] if bands and bands[0]["band"] is None else empty

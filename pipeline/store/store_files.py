@@ -90,31 +90,53 @@ def _shorten(name: str, limit: int) -> str:
 
 
 class AtomicParquetWriter:
-    """Streams record batches into a Parquet file that appears only on commit."""
+    """Streams record batches into a Parquet file that appears only on commit.
 
-    def __init__(self, dest: StorePath, schema: pa.Schema, options: Mapping | None = None):
+    bloom: column -> false-positive rate of a Bloom filter on that column in every row group
+    (readers then skip the row groups an equality or IN filter cannot match). The filter's size
+    is fixed when the file is opened, so the file is opened at the first write and each
+    filter is sized for as many distinct values as that write has rows: callers write one row
+    group a call, of about the same size."""
+
+    def __init__(
+        self,
+        dest: StorePath,
+        schema: pa.Schema,
+        options: Mapping | None = None,
+        bloom: Mapping[str, float] | None = None,
+    ):
         self.dest = dest if isinstance(dest, ObjectPath) else Path(dest)
         self.schema = schema
+        self.options = dict(PARQUET_OPTIONS if options is None else options)
+        self.bloom = dict(bloom or {})
         self._ctx = atomic_path(self.dest)
         self._tmp = self._ctx.__enter__()
+        self._writer: pq.ParquetWriter | None = None
         try:
-            self._writer = pq.ParquetWriter(self._tmp, schema, **(PARQUET_OPTIONS if options is None else options))
+            if not self.bloom:
+                self._open(0)
         except BaseException as e:
             self._ctx.__exit__(type(e), e, None)
             raise
         self._closed = False
         self.rows = 0
 
+    def _open(self, rows: int) -> pq.ParquetWriter:
+        filters = {c: {"ndv": rows, "fpp": fpp} for c, fpp in self.bloom.items()} if rows else None
+        self._writer = pq.ParquetWriter(self._tmp, self.schema, **self.options, bloom_filter_options=filters)
+        return self._writer
+
     def write(self, table: pa.Table) -> None:
         if table.num_rows:
-            self._writer.write_table(table, row_group_size=1 << 20)
+            writer = self._writer or self._open(table.num_rows)
+            writer.write_table(table, row_group_size=1 << 20)
             self.rows += table.num_rows
 
     def close(self) -> None:
         """Finish the file under its temporary name (the footer is written here)."""
         if not self._closed:
             self._closed = True
-            self._writer.close()
+            (self._writer or self._open(0)).close()
 
     def commit(self) -> None:
         self.close()

@@ -9,10 +9,13 @@
 --   moves: the moves played from it, each with its games (a game counts once per move) and results;
 --   games: the $limit strongest games that reached it (average Elo, unrated last), with the
 --          ply at which each first reached it.
+-- The keys are a typed list in list_contains, which DuckDB checks against each positions row
+-- group's Bloom filter (pipeline/ingest/ingest.py POSITIONS_BLOOM), so only the row groups that
+-- may hold the position are read; `IN (SELECT unnest($keys))` was a join that read every key.
 WITH hits AS MATERIALIZED (
     SELECT game_id, ply, move_uci, result, white_elo, black_elo
     FROM positions
-    WHERE position_key IN (SELECT unnest($keys)) AND planes = $planes
+    WHERE list_contains(CAST($keys AS UBIGINT[]), position_key) AND planes = $planes
       AND ($placement_only
            OR (side_to_move = $side AND castling = $castling AND ep_square IS NOT DISTINCT FROM $ep))
 ), reached AS (

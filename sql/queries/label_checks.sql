@@ -14,7 +14,7 @@ WITH setting AS (
     FROM labels
     WHERE engine = $engine AND limit_kind = $limit_kind AND limit_value = $limit_value
       AND (limit_kind = 'static' OR coalesce(hash_cleared, $hash_cleared) = $hash_cleared)
-      AND list_contains($shard_list, position_key % $shards)
+      AND in_shards(position_key, $shard_list, $shards)
 )
 SELECT
     count(*) AS rows,

@@ -5,11 +5,11 @@
 WITH scope AS (
     SELECT DISTINCT p.position_key FROM positions p
     SEMI JOIN games g ON g.game_id = p.game_id AND list_contains($archives, g.archive)
-    WHERE len($archives) > 0 AND list_contains($shard_list, p.position_key % $shards)
+    WHERE len($archives) > 0 AND in_shards(p.position_key, $shard_list, $shards)
 ), labelled AS (
     SELECT position_key, planes, side_to_move, castling, ep_square, max(labelled_at) AS newest_label
     FROM labels
-    WHERE list_contains($shard_list, position_key % $shards)
+    WHERE in_shards(position_key, $shard_list, $shards)
     GROUP BY position_key, planes, side_to_move, castling, ep_square
 ), satisfied AS (
     SELECT position_key, planes, side_to_move, castling, ep_square FROM labels
@@ -22,7 +22,7 @@ WITH scope AS (
 )
 SELECT u.position_key, u.planes, u.side_to_move, u.castling, u.ep_square, u.occurrences
 FROM labelled l
-JOIN distinct_positions u
+JOIN shard_distinct_positions($shard_list, $shards) u
     ON u.position_key = l.position_key AND u.planes = l.planes AND u.side_to_move = l.side_to_move
    AND u.castling = l.castling AND u.ep_square IS NOT DISTINCT FROM l.ep_square
 ANTI JOIN satisfied x

@@ -1,0 +1,125 @@
+"""Lookups that read only what they should: the small-scale version of benchmarks/scale.py's
+lookup figures (issue 38). Each test reads DuckDB's profile of the query the product runs
+(EXPLAIN (ANALYZE, FORMAT json): row groups scanned, rows out of each operator) on a store of
+one real archive written in small row groups, and checks it against counts pyarrow takes from
+the positions file itself."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import chess
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from explorer.queries import explore, position_params
+from pipeline.ingest.encoding import fens_from_columns
+from pipeline.ingest.ingest import POSITIONS_BLOOM, SCHEMAS, WRITE_OPTIONS, IngestConfig, ingest_archive
+from pipeline.labels.setting import LabelRun, Setting
+from pipeline.labels.shards import SHARDS, pending_params
+from pipeline.labels.uci import Limit
+from pipeline.store import duck
+from pipeline.store.store import Store
+from pipeline.store.store_files import AtomicParquetWriter
+
+GAMES_A_ROW_GROUP = 50
+
+
+def profile(con, sql: str, params: dict) -> list[dict]:
+    """Every operator of `sql`'s executed plan, depth first."""
+    text = con.execute("EXPLAIN (ANALYZE, FORMAT json) " + sql, params).fetchall()[0][1]
+    ops: list[dict] = []
+
+    def walk(node: dict) -> None:
+        ops.append(node)
+        for child in node.get("children", []):
+            walk(child)
+
+    for node in json.loads(text)["operator"]:
+        walk(node)
+    return ops
+
+
+def positions_scan(ops: list[dict]) -> dict:
+    [scan] = [o for o in ops if "row_groups_scanned" in o and "/positions/" in o["extra_info"].get("Filename(s)", "")]
+    return scan
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, fics_2022):
+    store = Store(tmp_path_factory.mktemp("lookups") / "store").ensure()
+    config = IngestConfig(workers=1, chunk_games=GAMES_A_ROW_GROUP, batch_games=GAMES_A_ROW_GROUP)
+    ingest_archive(store, "fics", fics_2022, config)
+    return store
+
+
+@pytest.fixture(scope="module")
+def positions(store):
+    return pq.read_table(store.partition_file("positions", "fics"))
+
+
+def row_groups(store: Store) -> int:
+    """Row groups of the archive's positions file."""
+    return pq.ParquetFile(store.partition_file("positions", "fics")).metadata.num_row_groups
+
+
+def board_of(positions, row: int) -> chess.Board:
+    r = positions.slice(row, 1).to_pylist()[0]
+    [fen] = fens_from_columns([r["planes"]], [r["side_to_move"]], [r["castling"]], [r["ep_square"]])
+    return chess.Board(fen)
+
+
+def test_a_rare_positions_games_are_read_from_the_row_groups_its_bloom_filters_admit(store, positions):
+    keys = positions.column("position_key").to_pylist()
+    counts = Counter(keys)
+    row = next(
+        i for i, (k, ply) in enumerate(zip(keys, positions.column("ply").to_pylist())) if ply == 40 and counts[k] == 1
+    )
+    board = board_of(positions, row)
+    with duck.memory_connection(store) as con:
+        scan = positions_scan(profile(con, duck.load_sql("queries/explorer_position"), position_params(board)))
+        found = explore(con, board)
+        common = positions_scan(
+            profile(con, duck.load_sql("queries/explorer_position"), position_params(chess.Board()))
+        )
+    groups = row_groups(store)
+    assert groups >= 20  # the archive's 1,000-odd games in row groups of 50 games
+    assert found["games"] == 1 and found["top_games"][0]["ply"] == 40
+    assert scan["total_row_groups_to_scan"] == groups + 1  # and the empty schema file's
+    # the row group holding the game, and at most a 5% false positive or two of the others
+    assert 1 <= scan["row_groups_scanned"] <= 3, scan["row_groups_scanned"]
+    assert common["row_groups_scanned"] == groups  # every game starts at the start position
+
+
+def test_a_shards_pending_positions_group_only_that_shards_rows(store, positions):
+    keys = positions.column("position_key")
+    in_shard = pc.equal(
+        pc.bit_wise_and(keys, pa.scalar(SHARDS - 1, pa.uint64())), pa.scalar(0, pa.uint64())
+    )  # % SHARDS, a power of two
+    shard_rows = positions.filter(in_shard)
+    distinct = shard_rows.group_by(["position_key", "planes", "side_to_move", "castling", "ep_square"]).aggregate([])
+    setting = Setting("Stockfish (none labelled)", Limit())
+
+    with duck.memory_connection(store) as con:
+        sql, params = duck.load_sql("queries/pending_labels"), pending_params(setting, LabelRun(), [0])
+        ops = profile(con, sql, params)
+        pending = con.execute(sql, params).fetchall()
+    assert len(pending) == distinct.num_rows
+    assert positions_scan(ops)["row_groups_scanned"] == row_groups(store)  # a shard is in every row group
+    # past the scan, no operator sees more than the shard's own rows: the filter runs before
+    # the grouping (grouping every position first, then keeping one shard, was 8x slower)
+    biggest = max(o["intermediate_rows"] for o in ops if o["type"] != "TABLE_SCAN")
+    assert shard_rows.num_rows < positions.num_rows // 8
+    assert biggest == shard_rows.num_rows, (biggest, shard_rows.num_rows, positions.num_rows)
+
+
+def test_a_bloom_filtered_file_with_no_rows_is_still_a_file_of_the_schema(tmp_path):
+    """The writer opens the file at its first write, to size the filters: an archive of only
+    rejected games writes none, and its positions file must still appear, empty."""
+    dest = tmp_path / "positions.parquet"
+    writer = AtomicParquetWriter(dest, SCHEMAS["positions"], WRITE_OPTIONS["positions"], POSITIONS_BLOOM)
+    writer.commit()
+    assert pq.read_table(dest).schema == SCHEMAS["positions"] and pq.read_metadata(dest).num_rows == 0
