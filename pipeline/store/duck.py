@@ -8,6 +8,8 @@ such a store stays local, in the store's cache folder (Store.local_dir, see pipe
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import re
 import threading
@@ -42,7 +44,7 @@ VIEW_ORDER = (
     "evaluation_results",
 )
 SCHEMA_FILE = "_schema.parquet"
-_PLACEHOLDER = re.compile(r"\{\{(parquet:[a-z_]+|store_file|store_guard)\}\}")
+_PLACEHOLDER = re.compile(r"\{\{(parquet:[a-z_]+|store_file|store_guard|views_version)\}\}")
 _GLOB_SPECIAL = re.compile(r"([\[*?])")
 
 
@@ -104,6 +106,8 @@ def view_sql(store: Store, name: str, in_file: bool = False) -> str:
             return sql_string_literal(f"{root}/{what.removeprefix('parquet:')}/**/*.parquet")
         if what == "store_file":
             return sql_string_literal(store_file(store)) if in_file else "NULL::VARCHAR"
+        if what == "views_version":
+            return sql_string_literal(views_version())
         return "chess_store_guard()" if in_file else "true"
 
     return _PLACEHOLDER.sub(fill, load_sql(f"views/{name}"))
@@ -150,20 +154,30 @@ def create_views_in(con: duckdb.DuckDBPyConnection, store: Store, in_file: bool 
         con.execute(view_sql(store, name, in_file))
 
 
-def views_built_for(path: Path) -> str | None:
-    """The DuckDB file path the views of the file at `path` were built for (None: no such file,
-    or one from before the guard)."""
+def views_built_for(path: Path) -> tuple[str, str] | None:
+    """(the DuckDB file path, the views' version) the views of the file at `path` were built
+    for; None: no such file, or one from before the guard or the version."""
     try:
         with duckdb.connect(str(path), read_only=True) as con:
-            return con.sql("SELECT chess_store_file()").fetchall()[0][0]
+            return con.sql("SELECT chess_store_file(), chess_views_version()").fetchall()[0]
     except duckdb.Error:
         return None
 
 
+@functools.cache
+def views_version() -> str:
+    """A digest of sql/views: a store's DuckDB file built from other views is built again."""
+    digest = hashlib.sha256()
+    for name in VIEW_ORDER:
+        digest.update(load_sql(f"views/{name}").encode())
+    return digest.hexdigest()[:16]
+
+
 def refresh_views(store: Store) -> Path:
-    """The store's DuckDB file, rebuilt first when it is missing or was built for another place
-    (the store was copied or moved), so its views read this store."""
-    if views_built_for(store.duckdb_path) != store_file(store):
+    """The store's DuckDB file, rebuilt first when it is missing, was built for another place
+    (the store was copied or moved), so its views read this store, or from other views (an
+    older version of the project's sql/views)."""
+    if views_built_for(store.duckdb_path) != (store_file(store), views_version()):
         create_views(store)
     return store.duckdb_path
 

@@ -7,6 +7,9 @@
 -- check: they are built from the store's own path each time.)
 CREATE OR REPLACE MACRO chess_store_file() AS {{store_file}};
 
+-- Which version of sql/views built the file (duck.views_version): another one is rebuilt.
+CREATE OR REPLACE MACRO chess_views_version() AS {{views_version}};
+
 CREATE OR REPLACE MACRO chess_store_guard() AS (
     SELECT CASE WHEN bool_or(path = chess_store_file()) THEN true
            ELSE error('this chess.duckdb was built at ' || chess_store_file() || ' and is open at '

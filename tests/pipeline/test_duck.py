@@ -124,6 +124,24 @@ def test_a_copied_duckdb_file_refuses_to_read_the_original_store(tmp_path):
         assert con.sql("SELECT count(*) FROM games").fetchall()[0][0] == 2
 
 
+def test_a_duckdb_file_built_from_older_views_is_rebuilt_before_it_is_read(tmp_path):
+    """A store from an older version of the project keeps its chess.duckdb: the views the
+    code reads now (a macro a query calls, say) must be there, so the file is built again."""
+    import duckdb
+
+    from pipeline.store.duck import read_only_connection, views_version
+
+    store = Store(tmp_path / "store").ensure()
+    add_pgn(store, tmp_path, "a.pgn", _games(2))
+    create_views(store)
+    with duckdb.connect(str(store.duckdb_path)) as con:  # as an older version left it
+        con.execute("DROP MACRO TABLE shard_distinct_positions")
+        con.execute("CREATE OR REPLACE MACRO chess_views_version() AS 'older'")
+    con = read_only_connection(store)
+    assert con.sql("SELECT chess_views_version()").fetchall()[0][0] == views_version()
+    assert con.sql("SELECT count(*) FROM shard_distinct_positions([0, 1, 2, 3], 4)").fetchall()[0][0] > 0
+
+
 def test_two_read_only_connections_in_one_process_both_answer(tmp_path):
     """DuckDB shares one database instance per file within a process, and the first read-only
     connection locks that instance's configuration: a second one opened while the first is open
