@@ -1,4 +1,4 @@
-"""Archives -> games, rejected_games, positions (one partition per archive)."""
+"""Archives -> games, rejected_games, positions and the position book (one partition per archive)."""
 
 import dagster as dg
 
@@ -7,6 +7,7 @@ from assets.metadata import md_table, png_md
 from assets.partitions import archives_partitions
 from assets.progress import run_progress
 from assets.resources import StoreResource
+from pipeline.ingest.book import write_book
 from pipeline.ingest.ingest import (
     IngestConfig,
     IngestStats,
@@ -38,6 +39,12 @@ IngestRunConfig = config_from(IngestConfig, name="IngestRunConfig")
             deps=["games"],
             description="One row per mainline position: Zobrist key, packed planes, state, game context.",
         ),
+        dg.AssetSpec(
+            "position_book",
+            group_name=GROUP,
+            deps=["positions"],
+            description="The explorer's figures for the archive's common positions, summed from its positions.",
+        ),
     ],
     check_specs=[
         dg.AssetCheckSpec(
@@ -53,7 +60,8 @@ IngestRunConfig = config_from(IngestConfig, name="IngestRunConfig")
     name="archive_tables",
 )
 def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, store: StoreResource):
-    """Parse one archive (one partition) into its games, rejected_games and positions files.
+    """Parse one archive (one partition) into its games, rejected_games and positions files,
+    then sum its position book from the positions (pipeline/ingest/book.py).
 
     One pass over the archive writes all three: replaying the moves once for both games
     and positions is twice as fast as replaying them again from the games table.
@@ -81,6 +89,8 @@ def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, s
             on_wait=context.log.warning,
         )
         in_file = count_games_python_chess(path)
+    book = write_book(st, key, on_wait=context.log.warning)
+    context.log.info(f"{key}: position book of {book.positions:,} common positions in {book.seconds:.1f}s")
     positions_expected = expected_positions(st, key)
     for warning in stats.notes.warnings:  # e.g. games lost inside an unclosed comment, with the line
         context.log.warning(warning.message)
@@ -126,6 +136,16 @@ def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, s
             "bytes_per_position": round(stats.bytes_per_position, 2),
         },
     )
+    yield dg.MaterializeResult(
+        asset_key="position_book",
+        metadata={
+            "rows": book.rows,
+            "positions": book.positions,
+            "seconds": round(book.seconds, 2),
+            "bytes_per_position": round(book.bytes / max(stats.positions, 1), 3),
+            "path": dg.MetadataValue.path(str(st.partition_file("position_book", key))),
+        },
+    )
     lost = stats.notes.games_in_unclosed_comments
     yield dg.AssetCheckResult(
         asset_key="games",
@@ -159,7 +179,7 @@ def _game_charts(games_file, key: str) -> dict:
 
 @dg.asset(
     group_name=GROUP,
-    deps=["games", "rejected_games", "positions"],
+    deps=["games", "rejected_games", "positions", "position_book"],
     description="The DuckDB file with views over every table (globs, so new partitions show up without a refresh).",
 )
 def duckdb_views(store: StoreResource) -> dg.MaterializeResult:
@@ -170,6 +190,6 @@ def duckdb_views(store: StoreResource) -> dg.MaterializeResult:
 
 ingest_job = dg.define_asset_job(
     "ingest_archive",
-    selection=dg.AssetSelection.assets("games", "rejected_games", "positions"),
+    selection=dg.AssetSelection.assets("games", "rejected_games", "positions", "position_book"),
     description="Ingest one archive partition.",
 )

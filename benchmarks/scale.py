@@ -26,8 +26,10 @@ Then it prints, each with PASS/FAIL against the issue's target where there is on
 missed does not fail the run):
 
   distinct fraction: distinct positions / positions (a lichess month: about 70%)
-  (a) bytes a position on disk, in all (file sizes) and per column (Parquet column chunks'
-      total_compressed_size)
+  position book: the archive's position book made after the ingest (pipeline/ingest/book.py),
+      in a child process: its positions, bytes, time and peak RSS
+  (a) bytes a position on disk, in all (the positions files and the position book) and per
+      column (Parquet column chunks' total_compressed_size; Bloom filters apart)
   (b) a position's games lookup as /api/position does it (explorer.queries.explore on the
       store's read-only connection): p50 / p95 over SAMPLE positions drawn with --seed, half
       common (among the COMMON_POOL most frequent), half reached by one game only
@@ -69,6 +71,7 @@ import chess  # noqa: E402
 from benchmarks.ingest import column_bytes, pgn_extract_baseline  # noqa: E402
 from explorer.queries import explore  # noqa: E402
 from pipeline.ingest.archive import iter_raw_games  # noqa: E402
+from pipeline.ingest.book import BOOK_MIN_ROWS, write_book  # noqa: E402
 from pipeline.ingest.encoding import fens_from_columns  # noqa: E402
 from pipeline.ingest.ingest import IngestConfig, ingest_archive  # noqa: E402
 from pipeline.labels.setting import LabelRun, Setting  # noqa: E402
@@ -397,6 +400,25 @@ def timed_ingest(home: Path, archive: Path, workers: int) -> tuple[tuple, int, l
     return (out.get(), *rss.roles(child.pid))
 
 
+def _book_child(home: str, out) -> None:
+    stats = write_book(Store(Path(home)), "scale")
+    out.put((stats.positions, stats.seconds, stats.bytes))
+
+
+def timed_book(home: Path) -> tuple[tuple, int]:
+    """Make the archive's position book in a child process of its own (as timed_ingest):
+    (common positions, seconds, bytes) and the child's peak RSS in MB."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    with PeakRss() as rss:
+        child = ctx.Process(target=_book_child, args=(str(home), out))
+        child.start()
+        child.join()
+    if child.exitcode != 0:
+        raise SystemExit(f"the position book failed (exit code {child.exitcode})")
+    return out.get(), rss.roles(child.pid)[0]
+
+
 def split_archive(path: Path, parts: int, folder: Path) -> list[Path]:
     """The archive cut into `parts` files at game boundaries (a blank line before a tag line)."""
     size = path.stat().st_size
@@ -516,8 +538,17 @@ def run(args, pool: list[RealGame], tmp: Path) -> list[str]:
         f"distinct fraction {distinct / positions:.1%} (a lichess month: about 70%)"
     )
 
+    (held, book_s, book_bytes), book_rss = timed_book(home)
+    print(
+        f"position book: {held:,} common positions (a key in at least {BOOK_MIN_ROWS} rows), "
+        f"{book_bytes / 1e6:.1f} MB, made in {book_s:.1f}s after the ingest "
+        f"({book_s / s2:.0%} of its time on 2 workers), peak RSS {book_rss} MB"
+    )
+
     # (a) bytes a position
     total, per = bytes_per_column(store)
+    total += book_bytes
+    per["position_book (file)"] = book_bytes
     bpp = total / positions
     print(
         f"(a) positions on disk: {total / 1e6:.1f} MB, {bpp:.2f} bytes/position in all   "

@@ -25,7 +25,12 @@ from pipeline.store.store import Store
 
 SETTINGS_TAG = "chess-pipeline/reproduce"
 """Run tag: the settings a reproduce run materialised an asset with (a change of them redoes it)."""
-STORE_STEP = {"games": "archive_tables", "positions": "archive_tables", "rejected_games": "archive_tables"}
+STORE_STEP = {
+    "games": "archive_tables",
+    "positions": "archive_tables",
+    "rejected_games": "archive_tables",
+    "position_book": "archive_tables",
+}
 """The reproduce step whose record in the store says when an input that is not a step of its own changed."""
 
 

@@ -266,8 +266,8 @@ def create_app(
         pieces on those squares, whoever is to move, with any castling or en-passant right."""
         board = parse_fen(fen)
         placement = is_placement(fen)
-        if not 0 <= games <= 200:
-            raise InputError(f"games (how many games to list) must be from 0 to 200, got {games}")
+        if not 0 <= games <= queries.GAMES_MOST:
+            raise InputError(f"games (how many games to list) must be from 0 to {queries.GAMES_MOST}, got {games}")
 
         def run():
             with connections.cursor() as con:

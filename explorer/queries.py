@@ -14,10 +14,13 @@ import chess.pgn
 import duckdb
 
 from explorer.position import InputError, NotFound, PositionKey, placement_keys, position_key
+from pipeline.ingest.book import BOOK_ELO_STEP, BOOK_TOP
 from pipeline.store.duck import load_sql
 
-GAMES_LISTED = 20
-"""Games listed (with links to their PGN) for a position."""
+GAMES_LISTED = BOOK_TOP
+"""Games listed (with links to their PGN) for a position: as many as a position book keeps."""
+GAMES_MOST = 200
+"""The most games /api/position lists (beyond GAMES_LISTED from the positions rows, not the book)."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,13 @@ class RatingBands:
     lowest: int = 1200
     """Averages below this fall in this band (it reads "< lowest + width")."""
     highest: int = 2400
+
+    def __post_init__(self) -> None:
+        if self.width % BOOK_ELO_STEP or self.lowest % BOOK_ELO_STEP or self.highest % BOOK_ELO_STEP:
+            raise ValueError(
+                f"rating bands ({self.width}, {self.lowest}, {self.highest}) must be multiples of "
+                f"pipeline.ingest.book.BOOK_ELO_STEP ({BOOK_ELO_STEP}): position books keep Elo rounded to it"
+            )
 
     def params(self) -> dict:
         return {"width": self.width, "lowest": self.lowest, "highest": self.highest}
@@ -75,12 +85,30 @@ def store_summary(con: duckdb.DuckDBPyConnection) -> dict:
     return {"games": n, "note": None if n else INGEST_HINT}
 
 
-def position_params(board: chess.Board, games_listed: int = GAMES_LISTED, placement_only: bool = False) -> dict:
-    """The bound parameters of sql/queries/explorer_position.sql for `board`."""
+def position_params(
+    board: chess.Board,
+    games_listed: int = GAMES_LISTED,
+    placement_only: bool = False,
+    book_archives: list[str] | None = None,
+) -> dict:
+    """The bound parameters of sql/queries/explorer_position.sql for `board`; book_archives:
+    the archives whose position book has it (book_archives()), read from the book."""
     pk = position_key(board)
     params = {**pk.params(), "keys": placement_keys(board) if placement_only else [pk.key]}
     del params["key"]
-    return {**params, "placement_only": placement_only, **BANDS.params(), "limit": games_listed}
+    return {
+        **params,
+        "placement_only": placement_only,
+        "book_archives": [] if placement_only else list(book_archives or []),
+        "elo_step": BOOK_ELO_STEP,
+        **BANDS.params(),
+        "limit": games_listed,
+    }
+
+
+def book_archives(con: duckdb.DuckDBPyConnection, board: chess.Board) -> list[str]:
+    """The archives whose position book holds `board` (the full position), sorted."""
+    return [r["archive"] for r in _rows(con, "explorer_book_archives", position_key(board).params())]
 
 
 def explore(
@@ -92,7 +120,8 @@ def explore(
     placement_only: every position with `board`'s pieces on their squares (either side to
     move, any castling or en-passant right); a move's SAN is then as if `board`'s side moved."""
     pk = position_key(board)
-    row = _rows(con, "explorer_position", position_params(board, games_listed, placement_only))[0]
+    books = [] if placement_only or games_listed > BOOK_TOP else book_archives(con, board)
+    row = _rows(con, "explorer_position", position_params(board, games_listed, placement_only, books))[0]
     bands = row["bands"] or []
     empty = {"games": 0, "white_wins": 0, "draws": 0, "black_wins": 0}
     total = bands[0] if bands and bands[0]["band"] is None else empty

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.ingest.archive import MAX_GAME_BYTES, ArchiveError, ArchiveNotes, RawGame, iter_raw_games, open_text
+from pipeline.ingest.book import remove_book
 from pipeline.ingest.games import GAMES_SCHEMA, POSITIONS_SCHEMA, REJECTED_SCHEMA, process_games
 from pipeline.store import storage
 from pipeline.store.storage import remove_stale_tmp
@@ -250,6 +251,7 @@ def _ingest_locked(
         for w in writers.values():
             w.abort(e)
         raise
+    remove_book(store, key)  # made from the positions replaced here: pipeline/ingest/book.py makes it again
     for w in writers.values():
         w.commit()
     stats.seconds = time.perf_counter() - start

@@ -32,6 +32,7 @@ VIEW_ORDER = (
     "games",
     "rejected_games",
     "positions",
+    "position_book",
     "archives",
     "distinct_positions",
     "labels",

@@ -153,6 +153,38 @@ POSITIONS = Table(
     ),
 )
 
+POSITION_BOOK = Table(
+    "position_book",
+    "position_book/archive=<key>/data.parquet",
+    "the explorer's figures for the positions an archive reached often (a key in at least "
+    "pipeline/ingest/book.py BOOK_MIN_ROWS of its position rows), summed at ingest: /api/position "
+    "reads these few rows for such a position instead of every game's",
+    _columns(("archive", pa.string(), "the archive's partition key"))
+    + _POSITION_IDENTITY
+    + _columns(
+        (
+            "kind",
+            pa.string(),
+            "'reached': games that reached the position; 'move': games that played move_uci from it; "
+            "'top': one of its BOOK_TOP strongest games",
+        ),
+        ("move_uci", pa.string(), "kind 'move': the move; else NULL"),
+        ("result", pa.string(), "the games' outcome (games.outcome)"),
+        (
+            "elo_floor",
+            pa.int32(),
+            "kind 'reached': the players' average Elo rounded down to BOOK_ELO_STEP; NULL when either "
+            "is unrated (or for the other kinds)",
+        ),
+        ("games", pa.int64(), "games counted in this row (kind 'top': 1)"),
+        ("elo_sum", pa.float64(), "kind 'move': the sum of its rated games' average Elo; else NULL"),
+        ("rated", pa.int64(), "kind 'move': how many of its games have both players rated; else NULL"),
+        ("game_id", pa.int64(), "kind 'top': the game (games.game_id); else NULL"),
+        ("ply", pa.uint32(), "kind 'top': the ply at which the game first reached the position"),
+        ("strength", pa.int32(), "kind 'top': white_elo + black_elo, NULL when either is unrated"),
+    ),
+)
+
 LABELS = Table(
     "labels",
     "labels/<engine>_<limit>[_hash-kept]/part-*.parquet",
@@ -265,6 +297,7 @@ TABLES: dict[str, Table] = {
         GAMES,
         REJECTED_GAMES,
         POSITIONS,
+        POSITION_BOOK,
         LABELS,
         LABEL_FAILURES,
         DATASETS,
@@ -278,6 +311,7 @@ TABLES: dict[str, Table] = {
 GAMES_SCHEMA = GAMES.schema
 REJECTED_SCHEMA = REJECTED_GAMES.schema
 POSITIONS_SCHEMA = POSITIONS.schema
+POSITION_BOOK_SCHEMA = POSITION_BOOK.schema
 LABELS_SCHEMA = LABELS.schema
 FAILURES_SCHEMA = LABEL_FAILURES.schema
 METRICS_SCHEMA = MODEL_METRICS.schema

@@ -15,7 +15,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from explorer.queries import explore, position_params
+from explorer.position import position_key
+from explorer.queries import book_archives, explore, position_params
+from pipeline.ingest.book import BOOK_MIN_ROWS, BOOK_TOP, write_book
 from pipeline.ingest.encoding import fens_from_columns
 from pipeline.ingest.ingest import POSITIONS_BLOOM, SCHEMAS, WRITE_OPTIONS, IngestConfig, ingest_archive
 from pipeline.labels.setting import LabelRun, Setting
@@ -53,6 +55,7 @@ def store(tmp_path_factory, fics_2022):
     store = Store(tmp_path_factory.mktemp("lookups") / "store").ensure()
     config = IngestConfig(workers=1, chunk_games=GAMES_A_ROW_GROUP, batch_games=GAMES_A_ROW_GROUP)
     ingest_archive(store, "fics", fics_2022, config)
+    write_book(store, "fics")
     return store
 
 
@@ -79,19 +82,81 @@ def test_a_rare_positions_games_are_read_from_the_row_groups_its_bloom_filters_a
         i for i, (k, ply) in enumerate(zip(keys, positions.column("ply").to_pylist())) if ply == 40 and counts[k] == 1
     )
     board = board_of(positions, row)
+
     with duck.memory_connection(store) as con:
+        assert book_archives(con, board) == []  # one game: not in the book
         scan = positions_scan(profile(con, duck.load_sql("queries/explorer_position"), position_params(board)))
         found = explore(con, board)
-        common = positions_scan(
-            profile(con, duck.load_sql("queries/explorer_position"), position_params(chess.Board()))
-        )
     groups = row_groups(store)
     assert groups >= 20  # the archive's 1,000-odd games in row groups of 50 games
     assert found["games"] == 1 and found["top_games"][0]["ply"] == 40
     assert scan["total_row_groups_to_scan"] == groups + 1  # and the empty schema file's
     # the row group holding the game, and at most a 5% false positive or two of the others
     assert 1 <= scan["row_groups_scanned"] <= 3, scan["row_groups_scanned"]
-    assert common["row_groups_scanned"] == groups  # every game starts at the start position
+
+
+def test_a_common_position_is_read_from_the_book_and_its_archives_positions_file_is_not_opened(store, positions):
+    start = chess.Board()
+    with duck.memory_connection(store) as con:
+        books = book_archives(con, start)
+        ops = profile(con, duck.load_sql("queries/explorer_position"), position_params(start, book_archives=books))
+        raw = profile(con, duck.load_sql("queries/explorer_position"), position_params(start))
+        found = explore(con, start)
+        more = explore(con, start, games_listed=BOOK_TOP + 30)  # more than the book keeps: counted from rows
+    assert books == ["fics"]
+    assert len(more["top_games"]) == BOOK_TOP + 30 and more["top_games"][:BOOK_TOP] == found["top_games"]
+    # every game starts at the start position: without the book every row group is read
+    assert positions_scan(raw)["row_groups_scanned"] == row_groups(store)
+    assert positions_scan(ops)["row_groups_scanned"] == 0  # only the empty schema file is left to it
+    assert found["games"] == pq.read_metadata(store.partition_file("games", "fics")).num_rows
+
+
+def some_positions(positions) -> list[chess.Board]:
+    """A position of every frequency from 1 to 3 rows above the book's threshold, and the 8
+    most frequent (the start position first): the first such position of the file each."""
+    keys = positions.column("position_key").to_pylist()
+    counts = Counter(keys)
+    first_row: dict[int, int] = {}
+    for row, key in enumerate(keys):
+        first_row.setdefault(key, row)
+    one_per_count: dict[int, int] = {}
+    for key, n in counts.items():
+        one_per_count.setdefault(n, key)
+    wanted = [n for n in sorted(one_per_count) if n <= BOOK_MIN_ROWS + 3] + sorted(one_per_count)[-8:]
+    return [board_of(positions, first_row[one_per_count[n]]) for n in wanted]
+
+
+def test_the_book_gives_the_figures_counting_the_positions_rows_gives(store, positions):
+    """The same figures, read from the book or counted from every row (the explorer's own
+    query without the book: its figures before the book), for positions of every frequency
+    from 1 game to every game, including the book's threshold on both sides."""
+    boards = some_positions(positions)
+    counts = Counter(positions.column("position_key").to_pylist())
+    with duck.memory_connection(store) as con:
+        in_book = 0
+        for board in boards:
+            books = book_archives(con, board)
+            in_book += bool(books)
+            with_book = con.sql(
+                duck.load_sql("queries/explorer_position"),
+                params=position_params(board, book_archives=books),
+            ).fetchall()
+            counted = con.sql(duck.load_sql("queries/explorer_position"), params=position_params(board)).fetchall()
+            assert with_book == counted, board.fen()
+            assert bool(books) == (counts[position_key(board).key] >= BOOK_MIN_ROWS), board.fen()
+    assert 5 <= in_book < len(boards), (in_book, len(boards))
+
+
+def test_a_book_is_rewritten_byte_for_byte_and_a_reingest_removes_the_old_one(tmp_path, fics_2022):
+    store = Store(tmp_path / "store").ensure()
+    ingest_archive(store, "fics", fics_2022, IngestConfig(workers=1))
+    book = store.partition_file("position_book", "fics")
+    assert not book.exists()
+    first = write_book(store, "fics")
+    data = book.read_bytes()
+    assert write_book(store, "fics").rows == first.rows > 0 and book.read_bytes() == data
+    ingest_archive(store, "fics", fics_2022, IngestConfig(workers=1))  # its positions are replaced
+    assert not book.exists()
 
 
 def test_a_shards_pending_positions_group_only_that_shards_rows(store, positions):

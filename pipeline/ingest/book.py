@@ -1,0 +1,127 @@
+"""An archive's position book: the explorer's figures for the positions it reached often,
+summed once per archive (sql/queries/position_book.sql says what each row holds).
+
+A lookup of a common position otherwise reads every row group of every archive (its Bloom
+filters all say yes) and sums tens of thousands of rows: about 0.4 s for the start position of
+a store of 10M positions on two cores, growing with the store. With the book the explorer reads
+the book's few rows for such a position, and positions rows only from archives where it is rare
+(sql/queries/explorer_position.sql), where the Bloom filters leave at most BOOK_MIN_ROWS - 1 row
+groups to read.
+
+The book is made from the archive's committed positions file, after the ingest and under the
+same partition lock, in a DuckDB of bounded memory (BOOK_MEMORY, spilling beyond). The ingest
+removes the book of the positions it replaces before committing them, so a book is always the
+one of the positions beside it; where none is (a store ingested before books, a run killed in
+between), the explorer counts that archive's rows, with the same figures, only slower.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.store import storage
+from pipeline.store.schemas import POSITION_BOOK_SCHEMA
+from pipeline.store.storage import remove_stale_tmp
+from pipeline.store.storage_paths import ObjectPath
+from pipeline.store.store import Store
+from pipeline.store.store_files import atomic_path, raise_if_no_space
+
+BOOK_MIN_ROWS = 16
+"""A key is in the book when it has at least this many position rows in the archive; a rarer
+position is read from at most this many - 1 positions row groups (plus Bloom false positives)."""
+BOOK_TOP = 20
+"""Strongest games kept for each position: as many as the explorer lists (explorer.queries.
+GAMES_LISTED); /api/position asked for more counts the position's rows instead of the book's.
+(Each kept game costs its 8-byte game_id: keeping 200 made the book 2x larger.)"""
+BOOK_ELO_STEP = 100
+"""Average Elo is kept rounded down to this: the explorer's rating bands must be multiples of it."""
+BOOK_MEMORY = "512MB"
+"""DuckDB's memory while it makes a book (it spills to the spool folder beyond): the build
+counts every key of the archive, so this bounds its memory whatever the archive's size."""
+BOOK_BATCH_ROWS = 65536
+"""Book rows a Parquet row group (the rows are sorted by key: each row group's key range prunes)."""
+WRITE_OPTIONS = {
+    "compression": "zstd",
+    "compression_level": 3,
+    # game ids and Elo sums rarely repeat: a dictionary only adds to them
+    "use_dictionary": [n for n in POSITION_BOOK_SCHEMA.names if n not in ("game_id", "strength", "elo_sum")],
+}
+
+
+@dataclass
+class BookStats:
+    archive: str
+    rows: int = 0
+    positions: int = 0
+    """Distinct positions the book holds."""
+    seconds: float = 0.0
+    bytes: int = 0
+
+
+def remove_book(store: Store, key: str) -> None:
+    """Remove an archive's book (its partition lock held): the ingest does, before it commits
+    the positions the book was made from."""
+    path = store.partition_file("position_book", key)
+    if isinstance(path, ObjectPath):
+        storage.delete(path)  # deleting a missing object is no error on S3
+    else:
+        Path(path).unlink(missing_ok=True)
+
+
+def write_book(store: Store, key: str, on_wait: Callable[[str], None] | None = None) -> BookStats:
+    """Make the book of an ingested archive from its positions file, replacing any earlier one."""
+    stats = BookStats(archive=key)
+    start = time.perf_counter()
+    dest = store.partition_file("position_book", key)
+    with store.partition_lock(key, on_wait=on_wait) as lease:
+        remove_stale_tmp(store.partition_dir("position_book", key))
+        source = store.partition_file("positions", key)
+        local = storage.local_copy(source) if isinstance(source, ObjectPath) else nullcontext(Path(source))
+        try:
+            with local as positions, atomic_path(dest) as tmp:
+                stats.rows, stats.positions = _write(Path(positions), key, Path(tmp))
+                if lease is not None:
+                    lease.check()  # a writer whose partition lease was taken over commits nothing
+        except OSError as e:
+            raise_if_no_space(e, dest)
+            raise
+    stats.seconds = time.perf_counter() - start
+    stats.bytes = storage.size(dest)
+    return stats
+
+
+def _write(positions: Path, archive: str, out: Path) -> tuple[int, int]:
+    """The book of the positions file at `positions`, written to `out`: (rows, positions)."""
+    import duckdb  # the ingest workers never need it
+
+    from pipeline.store.duck import load_sql, sql_string_literal
+
+    rows = 0
+    with duckdb.connect() as con:
+        con.execute("SET autoinstall_known_extensions = false")
+        con.execute("SET autoload_known_extensions = false")
+        con.execute(f"SET memory_limit = '{BOOK_MEMORY}'")
+        con.execute(f"SET temp_directory = {sql_string_literal(str(storage.spool_dir() / 'duckdb'))}")
+        params = {
+            "positions": str(positions),
+            "archive": archive,
+            "min_rows": BOOK_MIN_ROWS,
+            "top": BOOK_TOP,
+            "elo_step": BOOK_ELO_STEP,
+        }
+        reader = con.sql(load_sql("queries/position_book"), params=params).to_arrow_reader(BOOK_BATCH_ROWS)
+        with pq.ParquetWriter(out, POSITION_BOOK_SCHEMA, **WRITE_OPTIONS) as writer:
+            for batch in reader:
+                table = pa.Table.from_batches([batch]).cast(POSITION_BOOK_SCHEMA)
+                writer.write_table(table, row_group_size=BOOK_BATCH_ROWS)
+                rows += table.num_rows
+        identity = "position_key, planes, side_to_move, castling, ep_square"
+        held = con.execute(f"SELECT count(DISTINCT ({identity})) FROM read_parquet($out)", {"out": str(out)})
+        return rows, held.fetchall()[0][0]
