@@ -45,6 +45,10 @@ BOOK_ELO_STEP = 100
 BOOK_MEMORY = "512MB"
 """DuckDB's memory while it makes a book (it spills to the spool folder beyond): the build
 counts every key of the archive, so this bounds its memory whatever the archive's size."""
+BOOK_PASS_ROWS = 10_000_000
+"""Position rows a pass of the book's query covers: an archive of more is done a key range at a
+time, each pass reading the file again (the book of 10M positions takes about 400 MB;
+benchmarks/scale.py measures the whole at 50M)."""
 BOOK_BATCH_ROWS = 65536
 """Book rows a Parquet row group (the rows are sorted by key: each row group's key range prunes)."""
 WRITE_OPTIONS = {
@@ -97,6 +101,14 @@ def write_book(store: Store, key: str, on_wait: Callable[[str], None] | None = N
     return stats
 
 
+def key_ranges(rows: int) -> list[tuple[int, int]]:
+    """The key ranges, lowest first, of the passes over a positions file of `rows` rows: as few
+    as keep each under about BOOK_PASS_ROWS rows (keys are spread evenly over 64 bits)."""
+    passes = max(1, -(-rows // BOOK_PASS_ROWS))
+    edges = [(1 << 64) * i // passes for i in range(passes + 1)]
+    return [(edges[i], edges[i + 1] - 1) for i in range(passes)]
+
+
 def _write(positions: Path, archive: str, out: Path) -> tuple[int, int]:
     """The book of the positions file at `positions`, written to `out`: (rows, positions)."""
     import duckdb  # the ingest workers never need it
@@ -107,6 +119,8 @@ def _write(positions: Path, archive: str, out: Path) -> tuple[int, int]:
     with duckdb.connect() as con:
         con.execute("SET autoinstall_known_extensions = false")
         con.execute("SET autoload_known_extensions = false")
+        con.execute("SET enable_progress_bar = false")
+        con.execute("SET preserve_insertion_order = false")  # the query orders its rows itself
         con.execute(f"SET memory_limit = '{BOOK_MEMORY}'")
         con.execute(f"SET temp_directory = {sql_string_literal(str(storage.spool_dir() / 'duckdb'))}")
         params = {
@@ -116,12 +130,15 @@ def _write(positions: Path, archive: str, out: Path) -> tuple[int, int]:
             "top": BOOK_TOP,
             "elo_step": BOOK_ELO_STEP,
         }
-        reader = con.sql(load_sql("queries/position_book"), params=params).to_arrow_reader(BOOK_BATCH_ROWS)
         with pq.ParquetWriter(out, POSITION_BOOK_SCHEMA, **WRITE_OPTIONS) as writer:
-            for batch in reader:
-                table = pa.Table.from_batches([batch]).cast(POSITION_BOOK_SCHEMA)
-                writer.write_table(table, row_group_size=BOOK_BATCH_ROWS)
-                rows += table.num_rows
+            for lowest, highest in key_ranges(pq.read_metadata(positions).num_rows):
+                sql = con.sql(
+                    load_sql("queries/position_book"), params={**params, "lowest_key": lowest, "highest_key": highest}
+                )
+                for batch in sql.to_arrow_reader(BOOK_BATCH_ROWS):
+                    table = pa.Table.from_batches([batch]).cast(POSITION_BOOK_SCHEMA)
+                    writer.write_table(table, row_group_size=BOOK_BATCH_ROWS)
+                    rows += table.num_rows
         identity = "position_key, planes, side_to_move, castling, ep_square"
         held = con.execute(f"SELECT count(DISTINCT ({identity})) FROM read_parquet($out)", {"out": str(out)})
         return rows, held.fetchall()[0][0]

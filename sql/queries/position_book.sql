@@ -10,15 +10,19 @@
 --   top:     its $top strongest games (white_elo + black_elo, unrated last, then game_id),
 --            each with the ply at which it first reached the position.
 -- Every position of a key that qualifies is in the book, whole: the explorer reads a position
--- either here or from the archive's positions file, never both.
-WITH hits AS MATERIALIZED (
+-- either here or from the archive's positions file, never both. One run makes the rows of the
+-- keys from $lowest_key to $highest_key (a large archive's book is made a key range at a time,
+-- so that DuckDB's memory holds one range's positions).
+WITH hits AS (
     SELECT position_key, planes, side_to_move, castling, ep_square, game_id, ply, move_uci, result,
            CASE WHEN white_elo > 0 AND black_elo > 0 THEN white_elo + black_elo END AS strength
     FROM read_parquet($positions)
-    WHERE position_key IN (
-        SELECT position_key FROM read_parquet($positions) GROUP BY position_key HAVING count(*) >= $min_rows
+    WHERE position_key BETWEEN $lowest_key AND $highest_key AND position_key IN (
+        SELECT position_key FROM read_parquet($positions)
+        WHERE position_key BETWEEN $lowest_key AND $highest_key
+        GROUP BY position_key HAVING count(*) >= $min_rows
     )
-), reached AS MATERIALIZED (
+), reached AS (
     SELECT position_key, planes, side_to_move, castling, ep_square, game_id, min(ply) AS ply,
            any_value(result) AS result, any_value(strength) AS strength
     FROM hits
