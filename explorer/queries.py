@@ -89,17 +89,17 @@ def position_params(
     board: chess.Board,
     games_listed: int = GAMES_LISTED,
     placement_only: bool = False,
-    book_archives: list[str] | None = None,
+    books: list[str] | None = None,
 ) -> dict:
-    """The bound parameters of sql/queries/explorer_position.sql for `board`; book_archives:
-    the archives whose position book has it (book_archives()), read from the book."""
+    """The bound parameters of sql/queries/explorer_position.sql for `board`; books: the
+    archives whose position book has it (book_archives()), whose figures come from the book."""
     pk = position_key(board)
     params = {**pk.params(), "keys": placement_keys(board) if placement_only else [pk.key]}
     del params["key"]
     return {
         **params,
         "placement_only": placement_only,
-        "book_archives": [] if placement_only else list(book_archives or []),
+        "book_archives": [] if placement_only else list(books or []),
         "elo_step": BOOK_ELO_STEP,
         **BANDS.params(),
         "limit": games_listed,
@@ -145,15 +145,18 @@ def explore(
                 "average_elo": m["average_elo"],
             }
         )
+    top = row["games"] or []
+    headers = {g["game_id"]: g for g in _rows(con, "explorer_top_games", {"game_ids": [t["game_id"] for t in top]})}
     # game ids as text: 64-bit integers lose digits as JavaScript numbers
     games = [
         {
-            **g,
-            "game_id": str(g["game_id"]),
-            "pgn_url": f"/api/games/{g['game_id']}/pgn",
-            "game_url": f"/api/games/{g['game_id']}",
+            **headers[t["game_id"]],
+            "ply": t["ply"],
+            "game_id": str(t["game_id"]),
+            "pgn_url": f"/api/games/{t['game_id']}/pgn",
+            "game_url": f"/api/games/{t['game_id']}",
         }
-        for g in row["games"] or []
+        for t in top
     ]
     return {
         "fen": board.fen(),

@@ -48,12 +48,16 @@ WRITE_OPTIONS = {
 }
 
 
-# A Bloom filter on each positions row group's keys: a lookup by key (the explorer's
-# /api/position, `WHERE position_key = ...` in SQL) reads only the row groups whose filter
-# may hold the key, instead of every key of the store. At 5% false positives a filter costs
-# about 1 byte a position (a row group of 2,000 games: 128 KiB; Arrow rounds the size up to a
-# power of two); benchmarks/scale.py prints its bytes and the lookups' times.
-POSITIONS_BLOOM = {"position_key": 0.05}
+# Bloom filters on the columns lookups match one value of: each positions row group's keys (a
+# lookup by key, the explorer's /api/position and `WHERE position_key = ...` in SQL, reads only
+# the row groups whose filter may hold the key, instead of every key of the store) and each
+# games row group's ids (the explorer's 20 strongest games, /api/games/<id>). At 5% false
+# positives a positions filter costs about 0.9 bytes a position (a row group of 2,000 games:
+# 128 KiB; Arrow rounds the size up to a power of two). The explorer asks the games for 20 ids
+# at once, so their filters are made tighter: at 5%, 163 of 346 row groups of a 50M-position
+# store let one of 20 ids through; at 0.1% a filter is 4 KiB a row group. benchmarks/scale.py
+# prints their bytes and the lookups' times.
+BLOOM = {"positions": {"position_key": 0.05}, "games": {"game_id": 0.001}}
 
 
 # Below this many games starting worker processes (about 0.3 s) costs more than they gain:
@@ -228,8 +232,7 @@ def _ingest_locked(
     writers = {}
     try:
         for t in TABLES:
-            bloom = POSITIONS_BLOOM if t == "positions" else None
-            writers[t] = AtomicParquetWriter(store.partition_file(t, key), SCHEMAS[t], WRITE_OPTIONS[t], bloom)
+            writers[t] = AtomicParquetWriter(store.partition_file(t, key), SCHEMAS[t], WRITE_OPTIONS[t], BLOOM.get(t))
         for games, rejected, positions in _results(key, path, config, stats.notes):
             writers["games"].write(games)
             writers["rejected_games"].write(rejected)

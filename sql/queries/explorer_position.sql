@@ -9,7 +9,8 @@
 --   moves: the moves played from it, each with its games (a game counts once per move), results
 --          and the average Elo of those games (both players rated);
 --   games: the $limit strongest games that reached it (average Elo, unrated last), with the
---          ply at which each first reached it.
+--          ply at which each first reached it (game_id and ply: queries/explorer_top_games.sql
+--          reads their headers by id, where the games files' Bloom filters point).
 -- Where the position is in an archive's position book (sql/queries/position_book.sql), that
 -- archive's figures come from the book's rows ($book_archives: the archives whose book has the
 -- position, which explorer.queries.book_archives finds first), and its positions file is not
@@ -17,7 +18,7 @@
 -- counted from its position rows here, the same way the book counted them. With
 -- $placement_only the book is not used ($book_archives is empty): it sums each full position.
 -- The keys are a typed list in list_contains, which DuckDB checks against each positions row
--- group's Bloom filter (pipeline/ingest/ingest.py POSITIONS_BLOOM), so only the row groups that
+-- group's Bloom filter (pipeline/ingest/ingest.py BLOOM), so only the row groups that
 -- may hold the position are read; `IN (SELECT unnest($keys))` was a join that read every key.
 -- Average Elo is kept rounded down to $elo_step, of which the band $width is a multiple.
 WITH hits AS MATERIALIZED (
@@ -73,7 +74,7 @@ WITH hits AS MATERIALIZED (
     FROM played
     GROUP BY move_uci
 ), top AS (
-    SELECT game_id, ply
+    SELECT game_id, ply, strength
     FROM (SELECT game_id, ply, strength FROM reached
           UNION ALL
           SELECT game_id, ply, strength FROM book WHERE kind = 'top')
@@ -83,9 +84,5 @@ WITH hits AS MATERIALIZED (
 SELECT
     (SELECT list(b ORDER BY b.band IS NOT NULL, b.band = 'unrated', TRY_CAST(b.band AS INTEGER)) FROM bands b) AS bands,
     (SELECT list(m ORDER BY m.games DESC, m.move_uci) FROM moves m) AS moves,
-    (SELECT list(struct_pack(game_id := g.game_id, ply := t.ply, archive := g.archive, white := g.white,
-                             black := g.black, white_elo := g.white_elo, black_elo := g.black_elo,
-                             result := g.outcome, date := g.date, event := g.event, ply_count := g.ply_count)
-                 ORDER BY CASE WHEN g.white_elo > 0 AND g.black_elo > 0 THEN g.white_elo + g.black_elo END
-                          DESC NULLS LAST, g.game_id)
-     FROM top t JOIN games g USING (game_id)) AS games;
+    (SELECT list(struct_pack(game_id := t.game_id, ply := t.ply) ORDER BY t.strength DESC NULLS LAST, t.game_id)
+     FROM top t) AS games;

@@ -19,7 +19,7 @@ from explorer.position import position_key
 from explorer.queries import book_archives, explore, position_params
 from pipeline.ingest.book import BOOK_MIN_ROWS, BOOK_TOP, write_book
 from pipeline.ingest.encoding import fens_from_columns
-from pipeline.ingest.ingest import POSITIONS_BLOOM, SCHEMAS, WRITE_OPTIONS, IngestConfig, ingest_archive
+from pipeline.ingest.ingest import BLOOM, SCHEMAS, WRITE_OPTIONS, IngestConfig, ingest_archive
 from pipeline.labels.setting import LabelRun, Setting
 from pipeline.labels.shards import SHARDS, pending_params
 from pipeline.labels.uci import Limit
@@ -99,7 +99,7 @@ def test_a_common_position_is_read_from_the_book_and_its_archives_positions_file
     start = chess.Board()
     with duck.memory_connection(store) as con:
         books = book_archives(con, start)
-        ops = profile(con, duck.load_sql("queries/explorer_position"), position_params(start, book_archives=books))
+        ops = profile(con, duck.load_sql("queries/explorer_position"), position_params(start, books=books))
         raw = profile(con, duck.load_sql("queries/explorer_position"), position_params(start))
         found = explore(con, start)
         more = explore(con, start, games_listed=BOOK_TOP + 30)  # more than the book keeps: counted from rows
@@ -139,7 +139,7 @@ def test_the_book_gives_the_figures_counting_the_positions_rows_gives(store, pos
             in_book += bool(books)
             with_book = con.sql(
                 duck.load_sql("queries/explorer_position"),
-                params=position_params(board, book_archives=books),
+                params=position_params(board, books=books),
             ).fetchall()
             counted = con.sql(duck.load_sql("queries/explorer_position"), params=position_params(board)).fetchall()
             assert with_book == counted, board.fen()
@@ -185,6 +185,20 @@ def test_a_bloom_filtered_file_with_no_rows_is_still_a_file_of_the_schema(tmp_pa
     """The writer opens the file at its first write, to size the filters: an archive of only
     rejected games writes none, and its positions file must still appear, empty."""
     dest = tmp_path / "positions.parquet"
-    writer = AtomicParquetWriter(dest, SCHEMAS["positions"], WRITE_OPTIONS["positions"], POSITIONS_BLOOM)
+    writer = AtomicParquetWriter(dest, SCHEMAS["positions"], WRITE_OPTIONS["positions"], BLOOM["positions"])
     writer.commit()
     assert pq.read_table(dest).schema == SCHEMAS["positions"] and pq.read_metadata(dest).num_rows == 0
+
+
+def test_a_book_made_a_key_range_at_a_time_is_the_book_made_at_once(store, tmp_path, monkeypatch):
+    """A large archive's book is made in passes over key ranges (bounded memory): the same rows."""
+    import pipeline.ingest.book as book
+
+    whole = pq.read_table(store.partition_file("position_book", "fics"))
+    copy = Store(tmp_path / "copy").ensure()
+    copy.partition_dir("positions", "fics").mkdir(parents=True)
+    copy.partition_file("positions", "fics").write_bytes(store.partition_file("positions", "fics").read_bytes())
+    monkeypatch.setattr(book, "BOOK_PASS_ROWS", 20_000)
+    assert len(book.key_ranges(pq.read_metadata(copy.partition_file("positions", "fics")).num_rows)) >= 8
+    write_book(copy, "fics")
+    assert pq.read_table(copy.partition_file("position_book", "fics")).equals(whole)
