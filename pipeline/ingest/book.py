@@ -47,8 +47,8 @@ BOOK_MEMORY = "512MB"
 counts every key of the archive, so this bounds its memory whatever the archive's size."""
 BOOK_PASS_ROWS = 10_000_000
 """Position rows a pass of the book's query covers: an archive of more is done a key range at a
-time, each pass reading the file again (the book of 10M positions takes about 400 MB;
-benchmarks/scale.py measures the whole at 50M)."""
+time, each pass reading the file again. (Measured: one pass over 10M positions peaked at 620 MB
+RSS, one over 50M ran out of the 512 MB; benchmarks/scale.py prints the whole at 50M.)"""
 BOOK_BATCH_ROWS = 65536
 """Book rows a Parquet row group (the rows are sorted by key: each row group's key range prunes)."""
 WRITE_OPTIONS = {
