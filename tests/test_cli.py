@@ -351,7 +351,7 @@ def test_cli_runs_carry_the_command_and_assets_as_tags(home, capsys, tmp_path):
         assert len(runs) == 1
         tags = runs[0].tags
     assert tags["chess-pipeline/command"] == "ingest"
-    assert set(tags["chess-pipeline/assets"].split(", ")) == {"games", "positions", "rejected_games"}
+    assert set(tags["chess-pipeline/assets"].split(", ")) == {"games", "positions", "position_book", "rejected_games"}
     assert tags["dagster/partition"] == "a.pgn"
 
 
