@@ -56,7 +56,9 @@ WRITE_OPTIONS = {
 # 128 KiB; Arrow rounds the size up to a power of two). The explorer asks the games for 20 ids
 # at once, so their filters are made tighter: at 5%, 163 of 346 row groups of a 50M-position
 # store let one of 20 ids through; at 0.1% a filter is 4 KiB a row group. benchmarks/scale.py
-# prints their bytes and the lookups' times.
+# prints their bytes and the lookups' times. Arrow keeps a file's filters in memory until it
+# closes the file: the writer's memory grows by about 0.9 bytes a position of the archive (45 MB
+# at 50M positions; docs/results/speed.md, "Scale").
 BLOOM = {"positions": {"position_key": 0.05}, "games": {"game_id": 0.001}}
 
 
