@@ -155,7 +155,10 @@ def ingest(plan: Plan, env: Mapping[str, str], logdir: Path, views: bool = True)
     keys = add_archives(plan, env)
     resources = {"store": {"config": {"root": env["CHESS_PIPELINE_HOME"]}}}
     run_together(
-        [Launch("games,rejected_games,positions,position_book", k, {"resources": resources}, f"ingest {k}") for k in keys],
+        [
+            Launch("games,rejected_games,positions,position_book", k, {"resources": resources}, f"ingest {k}")
+            for k in keys
+        ],
         env,
         logdir,
     )
