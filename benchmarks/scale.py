@@ -385,19 +385,26 @@ def _ingest_child(home: str, archive: str, workers: int, out) -> None:
     out.put((stats.games, stats.rejected, stats.positions, stats.seconds))
 
 
-def timed_ingest(home: Path, archive: Path, workers: int) -> tuple[tuple, int, list[int]]:
-    """Ingest in a child process of its own, so each process's peak RSS is the ingest's alone:
-    (games, rejected, positions, seconds), the peak RSS in MB of the ingesting process, and
-    of each of its worker processes."""
+def in_child(target: Callable, args: tuple, what: str) -> tuple[object, tuple[int, list[int]]]:
+    """Run target(*args, queue) in a spawned child process of its own, so that each process's
+    peak RSS is that work's alone: what the child put on the queue, and PeakRss.roles (the
+    child's peak RSS in MB, and each of its worker processes')."""
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     with PeakRss() as rss:
-        child = ctx.Process(target=_ingest_child, args=(str(home), str(archive), workers, out))
+        child = ctx.Process(target=target, args=(*args, out))
         child.start()
         child.join()
     if child.exitcode != 0:
-        raise SystemExit(f"ingest with {workers} worker(s) failed (exit code {child.exitcode})")
-    return (out.get(), *rss.roles(child.pid))
+        raise SystemExit(f"{what} failed (exit code {child.exitcode})")
+    return out.get(), rss.roles(child.pid)
+
+
+def timed_ingest(home: Path, archive: Path, workers: int) -> tuple[tuple, int, list[int]]:
+    """Ingest in a child process of its own: (games, rejected, positions, seconds), the peak
+    RSS in MB of the ingesting process, and of each of its worker processes."""
+    stats, roles = in_child(_ingest_child, (str(home), str(archive), workers), f"ingest with {workers} worker(s)")
+    return (stats, *roles)
 
 
 def _book_child(home: str, out) -> None:
@@ -406,17 +413,10 @@ def _book_child(home: str, out) -> None:
 
 
 def timed_book(home: Path) -> tuple[tuple, int]:
-    """Make the archive's position book in a child process of its own (as timed_ingest):
-    (common positions, seconds, bytes) and the child's peak RSS in MB."""
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    with PeakRss() as rss:
-        child = ctx.Process(target=_book_child, args=(str(home), out))
-        child.start()
-        child.join()
-    if child.exitcode != 0:
-        raise SystemExit(f"the position book failed (exit code {child.exitcode})")
-    return out.get(), rss.roles(child.pid)[0]
+    """Make the archive's position book in a child process of its own: (common positions,
+    seconds, bytes) and the child's peak RSS in MB."""
+    stats, (rss, _) = in_child(_book_child, (str(home),), "the position book")
+    return stats, rss
 
 
 def split_archive(path: Path, parts: int, folder: Path) -> list[Path]:

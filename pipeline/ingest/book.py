@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,11 +85,9 @@ def write_book(store: Store, key: str, on_wait: Callable[[str], None] | None = N
     dest = store.partition_file("position_book", key)
     with store.partition_lock(key, on_wait=on_wait) as lease:
         remove_stale_tmp(store.partition_dir("position_book", key))
-        source = store.partition_file("positions", key)
-        local = storage.local_copy(source) if isinstance(source, ObjectPath) else nullcontext(Path(source))
         try:
-            with local as positions, atomic_path(dest) as tmp:
-                stats.rows, stats.positions = _write(Path(positions), key, Path(tmp))
+            with storage.local_path(store.partition_file("positions", key)) as positions, atomic_path(dest) as tmp:
+                stats.rows, stats.positions = _write(positions, key, Path(tmp))
                 if lease is not None:
                     lease.check()  # a writer whose partition lease was taken over commits nothing
         except OSError as e:

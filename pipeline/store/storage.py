@@ -534,6 +534,17 @@ def local_copy(path: ObjectPath) -> Iterator[Path]:
         Path(tmp).unlink(missing_ok=True)
 
 
+@contextmanager
+def local_path(path: StorePath) -> Iterator[Path]:
+    """`path` as a local file while the block runs: the file itself in a local store, a
+    downloaded copy of the object (removed afterwards) in an S3 store."""
+    if isinstance(path, ObjectPath):
+        with local_copy(path) as local:
+            yield local
+    else:
+        yield Path(path)
+
+
 def cached_copy(path: ObjectPath) -> Path:
     """The object as a local file that stays, for readers that go over a file many times (the
     training loader reads every row group of a dataset split once per epoch; evaluation reads

@@ -222,12 +222,8 @@ class ArchiveIndex:
     def local_archive(self, key: str) -> Iterator[Path]:
         """The archive of partition `key` as a local file: its own path in a local store, a
         downloaded copy (removed afterwards) in an S3 store."""
-        path = self.archive_path(key)
-        if isinstance(path, ObjectPath):
-            with storage.local_copy(path) as local:
-                yield local
-        else:
-            yield path
+        with storage.local_path(self.archive_path(key)) as local:
+            yield local
 
     def add_archive(self, source: Path, copy: bool = False) -> str:
         """Put an archive into the archives folder (a symlink unless copy) and return its key.
