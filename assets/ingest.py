@@ -107,7 +107,8 @@ def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, s
             "path": dg.MetadataValue.path(str(st.partition_file("games", key))),
             "seconds": round(stats.seconds, 2),
             "plies_per_second": round(stats.plies_per_second),
-            **_game_charts(st.partition_file("games", key), key),
+            "parts": stats.parts,
+            **_game_charts(st.partition_files("games", key), key),
             **(
                 {
                     "archive_warnings": md_table(
@@ -168,12 +169,12 @@ def archive_tables(context: dg.AssetExecutionContext, config: IngestRunConfig, s
     )
 
 
-def _game_charts(games_file, key: str) -> dict:
+def _game_charts(games_files: list, key: str) -> dict:
     """Game lengths and players' ratings of the partition as charts for the UI, and its numbers
     of distinct players and rated players (by name): pipeline.plots.games_charts."""
     return {
         k: png_md(v, k.replace("_", " ")) if isinstance(v, bytes) else v
-        for k, v in games_charts(games_file, key).items()
+        for k, v in games_charts(games_files, key).items()
     }
 
 

@@ -12,7 +12,6 @@ import io
 import textwrap
 from collections.abc import Sequence
 from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -161,19 +160,16 @@ def ratings_figure(ratings: Sequence[int], players: int, what: str) -> Figure:
     )
 
 
-def games_charts(games_file: Path | str, key: str) -> dict[str, bytes | int]:
-    """Charts of a games partition: game lengths (PNG), the players' ratings (PNG, one count per
-    distinct player), and how many distinct players and rated players (by name) it holds."""
-    import pyarrow.parquet as pq
+def games_charts(games_files: list, key: str) -> dict[str, bytes | int]:
+    """Charts of a games partition (its part files: local files or objects of an S3 store): game
+    lengths (PNG), the players' ratings (PNG, one count per distinct player), and how many
+    distinct players and rated players (by name) it holds."""
+    from pipeline.store.storage import read_table
 
-    from pipeline.store.storage import read_filesystem
-
-    fs, where = read_filesystem(games_file)  # a local file, or an object of an S3 store
-    games = pq.read_table(
-        where, columns=["game_index", "ply_count", "white", "black", "white_elo", "black_elo"], filesystem=fs
-    ).sort_by("game_index")
-    if not games.num_rows:
+    games = read_table(games_files, ["game_index", "ply_count", "white", "black", "white_elo", "black_elo"])
+    if games is None or not games.num_rows:
         return {}
+    games = games.sort_by("game_index")
     out: dict[str, bytes | int] = {
         "game_lengths": histogram_png(
             games.column("ply_count").to_numpy(),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +29,6 @@ import pyarrow.parquet as pq
 from pipeline.store import storage
 from pipeline.store.schemas import POSITION_BOOK_SCHEMA
 from pipeline.store.storage import remove_stale_tmp
-from pipeline.store.storage_paths import ObjectPath
 from pipeline.store.store import Store
 from pipeline.store.store_files import atomic_path, raise_if_no_space
 
@@ -71,11 +71,7 @@ class BookStats:
 def remove_book(store: Store, key: str) -> None:
     """Remove an archive's book (its partition lock held): the ingest does, before it commits
     the positions the book was made from."""
-    path = store.partition_file("position_book", key)
-    if isinstance(path, ObjectPath):
-        storage.delete(path)  # deleting a missing object is no error on S3
-    else:
-        Path(path).unlink(missing_ok=True)
+    storage.remove(store.partition_file("position_book", key))
 
 
 def write_book(store: Store, key: str, on_wait: Callable[[str], None] | None = None) -> BookStats:
@@ -86,7 +82,9 @@ def write_book(store: Store, key: str, on_wait: Callable[[str], None] | None = N
     with store.partition_lock(key, on_wait=on_wait) as lease:
         remove_stale_tmp(store.partition_dir("position_book", key))
         try:
-            with storage.local_path(store.partition_file("positions", key)) as positions, atomic_path(dest) as tmp:
+            with ExitStack() as files, atomic_path(dest) as tmp:
+                parts = store.partition_files("positions", key)
+                positions = [files.enter_context(storage.local_path(p)) for p in parts]
                 stats.rows, stats.positions = _write(positions, key, Path(tmp))
                 if lease is not None:
                     lease.check()  # a writer whose partition lease was taken over commits nothing
@@ -106,8 +104,8 @@ def key_ranges(rows: int) -> list[tuple[int, int]]:
     return [(edges[i], edges[i + 1] - 1) for i in range(passes)]
 
 
-def _write(positions: Path, archive: str, out: Path) -> tuple[int, int]:
-    """The book of the positions file at `positions`, written to `out`: (rows, positions)."""
+def _write(positions: list[Path], archive: str, out: Path) -> tuple[int, int]:
+    """The book of the archive's positions files (its parts), written to `out`: (rows, positions)."""
     import duckdb  # the ingest workers never need it
 
     from pipeline.store.duck import load_sql, sql_string_literal
@@ -121,14 +119,14 @@ def _write(positions: Path, archive: str, out: Path) -> tuple[int, int]:
         con.execute(f"SET memory_limit = '{BOOK_MEMORY}'")
         con.execute(f"SET temp_directory = {sql_string_literal(str(storage.spool_dir() / 'duckdb'))}")
         params = {
-            "positions": str(positions),
+            "positions": [str(p) for p in positions],
             "archive": archive,
             "min_rows": BOOK_MIN_ROWS,
             "top": BOOK_TOP,
             "elo_step": BOOK_ELO_STEP,
         }
         with pq.ParquetWriter(out, POSITION_BOOK_SCHEMA, **WRITE_OPTIONS) as writer:
-            for lowest, highest in key_ranges(pq.read_metadata(positions).num_rows):
+            for lowest, highest in key_ranges(sum(pq.read_metadata(p).num_rows for p in positions)):
                 sql = con.sql(
                     load_sql("queries/position_book"), params={**params, "lowest_key": lowest, "highest_key": highest}
                 )

@@ -17,7 +17,6 @@ from pathlib import Path
 import chess.pgn
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from pipeline.ingest.archive import MAX_GAME_BYTES, ArchiveError, ArchiveNotes, RawGame, iter_raw_games, open_text
 from pipeline.ingest.book import remove_book
@@ -57,8 +56,8 @@ WRITE_OPTIONS = {
 # at once, so their filters are made tighter: at 5%, 163 of 346 row groups of a 50M-position
 # store let one of 20 ids through; at 0.1% a filter is 4 KiB a row group. benchmarks/scale.py
 # prints their bytes and the lookups' times. Arrow keeps a file's filters in memory until it
-# closes the file: the writer's memory grows by about 0.9 bytes a position of the archive (45 MB
-# at 50M positions; docs/results/speed.md, "Scale").
+# closes the file, about 0.9 bytes a position: IngestConfig.part_positions bounds a file's
+# positions, and so the writer's memory (docs/results/speed.md, "Scale").
 BLOOM = {"positions": {"position_key": 0.05}, "games": {"game_id": 0.001}}
 
 
@@ -79,8 +78,15 @@ class IngestConfig:
     batch_games: int = 250
     """Games per unit of work sent to a worker: small enough to spread an archive of a few
     thousand games over every core; chunk_games must be a multiple of it."""
+    part_positions: int = 32_000_000
+    """Positions a part file holds at most (unless one chunk alone holds more): a larger archive
+    goes on in data-0001.parquet, ..., each table's part i holding the same games. Arrow keeps a
+    file's Bloom filters in memory until it closes it (BLOOM: about 0.9 bytes a position), so
+    this bounds the writer's memory whatever the archive's size: about 30 MB of filters."""
 
     def __post_init__(self) -> None:
+        if self.part_positions < 1:
+            raise ValueError(f"part_positions ({self.part_positions}) must be positive")
         if self.batch_games < 1 or self.chunk_games < 1 or self.chunk_games % self.batch_games:
             raise ValueError(
                 f"chunk_games ({self.chunk_games}) must be a positive multiple of batch_games ({self.batch_games})"
@@ -94,6 +100,8 @@ class IngestStats:
     rejected: int = 0
     positions: int = 0
     seconds: float = 0.0
+    parts: int = 0
+    """Part files each table of the archive was written in (IngestConfig.part_positions)."""
     reject_reasons: Counter = field(default_factory=Counter)
     bytes: dict[str, int] = field(default_factory=dict)
     notes: ArchiveNotes = field(default_factory=ArchiveNotes)
@@ -231,14 +239,29 @@ def _ingest_locked(
 ) -> IngestStats:
     stats = IngestStats(archive=key)
     start = time.perf_counter()
-    writers = {}
-    try:
+    parts: list[dict[str, AtomicParquetWriter]] = []
+    in_part = 0  # positions written to the last part
+
+    def open_part() -> None:
+        part = len(parts)
+        parts.append({})
         for t in TABLES:
-            writers[t] = AtomicParquetWriter(store.partition_file(t, key), SCHEMAS[t], WRITE_OPTIONS[t], BLOOM.get(t))
+            dest = store.partition_file(t, key, part)
+            parts[-1][t] = AtomicParquetWriter(dest, SCHEMAS[t], WRITE_OPTIONS[t], BLOOM.get(t))
+
+    try:
+        open_part()
         for games, rejected, positions in _results(key, path, config, stats.notes):
+            if in_part and in_part + positions.num_rows > config.part_positions:
+                for w in parts[-1].values():
+                    w.close()  # finished under its temporary name: its Bloom filters leave memory
+                open_part()
+                in_part = 0
+            writers = parts[-1]
             writers["games"].write(games)
             writers["rejected_games"].write(rejected)
             writers["positions"].write(positions)
+            in_part += positions.num_rows
             stats.games += games.num_rows
             stats.rejected += rejected.num_rows
             stats.positions += positions.num_rows
@@ -248,19 +271,29 @@ def _ingest_locked(
                 progress(stats)
         if stats.games + stats.rejected == 0:
             raise ArchiveError(f"{path.name}: no games found; is it a PGN file?")
-        for t in TABLES:
-            writers[t].close()
+        for writers in parts:
+            for w in writers.values():
+                w.close()
         if lease is not None:
             lease.check()  # an S3 writer whose partition lease was taken over commits nothing
     except BaseException as e:
-        for w in writers.values():
-            w.abort(e)
+        for writers in parts:
+            for w in writers.values():
+                w.abort(e)
         raise
     remove_book(store, key)  # made from the positions replaced here: pipeline/ingest/book.py makes it again
-    for w in writers.values():
-        w.commit()
+    for t in TABLES:
+        # Parts of an earlier ingest beyond this one's last (made with a larger part_positions):
+        # removed first, so that no reader ever counts a game twice.
+        for part, old in store.partition_parts(t, key):
+            if part >= len(parts):
+                storage.remove(old)
+    for writers in parts:
+        for w in writers.values():
+            w.commit()
     stats.seconds = time.perf_counter() - start
-    stats.bytes = {t: storage.size(store.partition_file(t, key)) for t in TABLES}
+    stats.bytes = {t: sum(storage.size(w[t].dest) for w in parts) for t in TABLES}
+    stats.parts = len(parts)
     return stats
 
 
@@ -290,6 +323,5 @@ class _BoundedLines:
 
 def expected_positions(store: Store, key: str) -> int:
     """sum(ply_count + 1) over a partition's games, read back from the written file."""
-    fs, path = storage.read_filesystem(store.partition_file("games", key))
-    games = pq.read_table(path, columns=["ply_count"], filesystem=fs)
-    return int(pc.sum(games.column("ply_count")).as_py() or 0) + games.num_rows
+    games = storage.read_table(store.partition_files("games", key), ["ply_count"])
+    return 0 if games is None else int(pc.sum(games.column("ply_count")).as_py() or 0) + games.num_rows

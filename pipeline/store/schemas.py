@@ -78,7 +78,7 @@ _LABEL_SETTING = _columns(
 
 GAMES = Table(
     "games",
-    "games/archive=<key>/data.parquet",
+    "games/archive=<key>/data[-0001...].parquet",
     "one row per game that replayed",
     _columns(
         ("game_id", pa.int64(), "stable 63-bit id: a hash of the archive key and game_index"),
@@ -114,7 +114,7 @@ GAMES = Table(
 
 REJECTED_GAMES = Table(
     "rejected_games",
-    "rejected_games/archive=<key>/data.parquet",
+    "rejected_games/archive=<key>/data[-0001...].parquet",
     "games that could not be replayed; every game of an archive is in exactly one of games and rejected_games",
     _columns(
         ("archive", pa.string(), "the archive's partition key"),
@@ -133,7 +133,7 @@ REJECTED_GAMES = Table(
 
 POSITIONS = Table(
     "positions",
-    "positions/archive=<key>/data.parquet",
+    "positions/archive=<key>/data[-0001...].parquet",
     "one row per mainline position, ply 0 (the start) to N (the final position); FEN derived on demand",
     _POSITION_IDENTITY[:1]
     + _columns(

@@ -31,13 +31,13 @@ an uncompleted multipart upload, which no reader sees (a bucket lifecycle rule
 AbortIncompleteMultipartUpload reclaims its parts).
 
 Partitions. Every table keeps one object per partition (`games/archive=<key>/data.parquet`,
-the same for rejected_games and positions) and a re-ingest replaces that object with one PUT:
-a reader gets the old file or the new one, never a mix of rows of both, and never a listing
-that mixes an old and a new part of one table's partition. Append-only tables (labels,
-label_failures) add new uniquely named parts and never replace one. The three tables of an
-archive are three objects: between their PUTs a reader may see the new games beside the old
-positions of the same archive, as on a local store between its three renames; both are
-complete files of the same archive.
+the same for rejected_games and positions; an archive of more than IngestConfig.part_positions
+positions goes on in data-0001.parquet, ..., part i of each table holding the same games) and a
+re-ingest replaces each object with one PUT: a reader gets the old file or the new one, never a
+mix of rows of both. Append-only tables (labels, label_failures) add new uniquely named parts
+and never replace one. The tables of an archive are several objects: between their PUTs a reader
+may see the new games beside the old positions of the same archive, as on a local store between
+its renames; both are complete files of the same archive.
 
 Beside this module: pipeline/store/storage_paths.py (ObjectPath, StorePath) and
 pipeline/store/storage_leases.py (leases across machines: conditional PUTs of a small object).
@@ -365,6 +365,14 @@ def delete(path: ObjectPath, if_match: str | None = None) -> None:
     call("delete_object", path, **kwargs)
 
 
+def remove(path: StorePath) -> None:
+    """Remove a file or an S3 object; one that is not there is no error."""
+    if isinstance(path, ObjectPath):
+        delete(path)  # deleting a missing object is no error on S3
+    else:
+        Path(path).unlink(missing_ok=True)
+
+
 def list_objects(prefix: ObjectPath) -> Iterator[dict]:
     """Every object under prefix/ (Key, Size, ETag, LastModified), in key order."""
     settings = S3Settings.from_env()
@@ -417,6 +425,19 @@ def read_filesystem(path: StorePath):
     if isinstance(path, ObjectPath):
         return fsspec_filesystem(), path.path
     return None, path
+
+
+def read_table(paths: list[StorePath], columns: list[str]):
+    """These columns of the Parquet files (local files or S3 objects) as one pyarrow table, the
+    files' rows in the order given: e.g. every part of a partition (Store.partition_files)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tables = []
+    for path in paths:
+        fs, where = read_filesystem(path)
+        tables.append(pq.read_table(where, columns=columns, filesystem=fs))
+    return pa.concat_tables(tables) if tables else None
 
 
 # Atomic uploads and downloads -----------------------------------------------------------------

@@ -7,6 +7,8 @@ pipeline/store/schemas.py):
     <root>/games/archive=<key>/data.parquet
     <root>/rejected_games/archive=<key>/data.parquet
     <root>/positions/archive=<key>/data.parquet
+    <root>/<table>/archive=<key>/data-0001.parquet, ...   further parts of an archive of more than
+                                     IngestConfig.part_positions positions (pipeline/ingest/ingest.py)
     <root>/chess.duckdb              views over the Parquet
     <root>/dagster/                  Dagster instance (unless DAGSTER_HOME is set)
 
@@ -38,6 +40,7 @@ from pipeline.store.store_archives import ArchiveIndex, partition_key
 from pipeline.store.store_files import STALE_COPY_S, file_lock
 
 DATA_FILE = "data.parquet"
+_PART_FILE = re.compile(r"^data(?:-(\d{4,}))?\.parquet$")
 PARTITION_LEASE_TTL_S = 120.0
 """Lease time of an S3 store's partition writer (renewed every third of it while it writes)."""
 
@@ -91,8 +94,22 @@ class Store(ArchiveIndex):
     def partition_dir(self, table: str, key: str) -> StorePath:
         return self.root / table / f"archive={key}"
 
-    def partition_file(self, table: str, key: str) -> StorePath:
-        return self.partition_dir(table, key) / DATA_FILE
+    def partition_file(self, table: str, key: str, part: int = 0) -> StorePath:
+        """The file of one part of a partition: data.parquet, then data-0001.parquet, ..."""
+        return self.partition_dir(table, key) / (DATA_FILE if part == 0 else f"data-{part:04d}.parquet")
+
+    def partition_parts(self, table: str, key: str) -> list[tuple[int, StorePath]]:
+        """A partition's part files as (part, path), in part order (temporary files are not parts)."""
+        parts = []
+        for path in storage.list_files(self.partition_dir(table, key), ".parquet"):
+            m = _PART_FILE.match(path.name)
+            if m:
+                parts.append((int(m.group(1) or 0), path))
+        return sorted(parts, key=lambda p: p[0])
+
+    def partition_files(self, table: str, key: str) -> list[StorePath]:
+        """A partition's part files, in part order."""
+        return [path for _, path in self.partition_parts(table, key)]
 
     def table_glob(self, table: str) -> str:
         return str(self.root / table / "archive=*" / "*.parquet")

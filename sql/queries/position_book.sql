@@ -1,5 +1,5 @@
 -- An archive's position book (pipeline/ingest/book.py): for every position whose key has at
--- least $min_rows rows in the archive's positions file $positions, the figures the explorer
+-- least $min_rows rows in the archive's positions files $positions (its parts), the figures the explorer
 -- shows, summed over the archive's games (queries/explorer_position.sql adds them to the
 -- figures it counts from other archives' rows, so each row here means exactly what the
 -- explorer counts):

@@ -61,7 +61,7 @@ def test_ratings_chart_counts_distinct_players(tmp_path, fics_search):
     store = Store(tmp_path / "store").ensure()
     key = store.add_archive(fics_search)
     ingest_archive(store, key, fics_search, IngestConfig(workers=1))
-    charts = plots.games_charts(store.partition_file("games", key), key)
+    charts = plots.games_charts(store.partition_files("games", key), key)
     names, rated = _players_by_python_chess(fics_search)
     assert charts["players"] == len(names) == 263 and charts["rated_players"] == len(rated)
     assert charts["ratings"].startswith(b"\x89PNG") and charts["game_lengths"].startswith(b"\x89PNG")
@@ -101,7 +101,7 @@ def test_each_player_counted_once_with_their_last_rating(tmp_path):
         *(games.column(c).to_pylist() for c in ("white", "black", "white_elo", "black_elo"))
     )
     assert players == 4 and rating == {"anna": 1480, "ben": 1610, "dora": 2000}
-    charts = plots.games_charts(store.partition_file("games", key), key)
+    charts = plots.games_charts(store.partition_files("games", key), key)
     assert (charts["players"], charts["rated_players"]) == (4, 3)
     title = plots.ratings_figure(list(rating.values()), players, key).axes[0].title.get_text()
     assert title == f"{key}: ratings of 3 players (1 more unrated)"

@@ -113,6 +113,28 @@ def test_an_archive_ingested_into_s3_gives_the_local_store_tables(bucket, shared
         assert a.equals(b), split
 
 
+def test_an_archive_in_parts_on_s3_is_its_local_parts_and_a_reingest_in_fewer_leaves_none_over(
+    bucket, shared_data, tmp_path
+):
+    from pipeline.ingest.book import write_book
+    from pipeline.ingest.ingest import TABLES, IngestConfig, ingest_archive
+
+    archive = shared_data / "pgn" / SMALL_ARCHIVE
+    s3 = Store(f"s3://{bucket}/stores/parts").ensure()
+    local = Store(tmp_path / "local").ensure()
+    small = IngestConfig(workers=1, chunk_games=100, batch_games=100, part_positions=20_000)
+    for st in (s3, local):
+        assert ingest_archive(st, "a", archive, small).parts >= 3
+        write_book(st, "a")  # read from every part (downloaded, on S3)
+    for table in (*TABLES, "position_book"):
+        files = [storage.read_bytes(p) for p in s3.partition_files(table, "a")]
+        assert files == [p.read_bytes() for p in local.partition_files(table, "a")], table
+    ingest_archive(s3, "a", archive, IngestConfig(workers=1, chunk_games=100, batch_games=100))
+    for table in TABLES:
+        assert [p.name for p in s3.partition_files(table, "a")] == ["data.parquet"], table
+    assert query(s3, "SELECT count(*) FROM positions").equals(query(local, "SELECT count(*) FROM positions"))
+
+
 def test_views_read_new_partitions_by_glob_and_queries_cannot_write(bucket):
     from pipeline.ingest.games import GAMES_SCHEMA
 

@@ -1,0 +1,104 @@
+"""An archive of more positions than IngestConfig.part_positions is written in part files (the
+writer's memory is then bounded: Arrow keeps a file's Bloom filters until it closes it). Checked
+against the same archive written as one part: every view, the book and the explorer agree."""
+
+from __future__ import annotations
+
+import chess
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from explorer.queries import explore
+from pipeline.ingest.book import write_book
+from pipeline.ingest.ingest import TABLES, IngestConfig, expected_positions, ingest_archive
+from pipeline.plots import games_charts
+from pipeline.store import duck
+from pipeline.store.store import Store
+
+PART = 60_000
+"""Positions a part holds at most here: the FICS 2022 archive (about 180,000) then has 4 parts."""
+CHUNK = 100
+
+
+def config(part_positions: int = PART) -> IngestConfig:
+    return IngestConfig(workers=1, chunk_games=CHUNK, batch_games=CHUNK, part_positions=part_positions)
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory, fics_2022) -> tuple[Store, Store]:
+    """The same archive as one part, and in parts of at most PART positions."""
+    made = []
+    for name, part in (("whole", 10**9), ("parts", PART)):
+        store = Store(tmp_path_factory.mktemp(name) / "store").ensure()
+        stats = ingest_archive(store, "fics", fics_2022, config(part))
+        write_book(store, "fics")
+        made.append((store, stats))
+    (whole, one), (parts, many) = made
+    assert one.parts == 1 and many.parts >= 3, (one.parts, many.parts)
+    assert (many.games, many.positions, many.rejected) == (one.games, one.positions, one.rejected)
+    return whole, parts
+
+
+def test_each_part_holds_at_most_its_positions_and_the_same_games_in_every_table(stores):
+    _, store = stores
+    names = {t: [p.name for p in store.partition_files(t, "fics")] for t in TABLES}
+    n = len(names["positions"])
+    assert names["positions"][:2] == ["data.parquet", "data-0001.parquet"] and n >= 3
+    assert all(len(v) == n for v in names.values()), names
+    for part in range(n):
+        positions = pq.read_table(store.partition_file("positions", "fics", part), columns=["game_id"])
+        games = pq.read_table(store.partition_file("games", "fics", part), columns=["game_id", "game_index"])
+        assert 0 < positions.num_rows <= PART
+        assert set(pc.unique(positions["game_id"]).to_pylist()) == set(games["game_id"].to_pylist())
+        if part:  # parts follow each other in the archive's order, cut between row groups
+            before = pq.read_table(store.partition_file("games", "fics", part - 1), columns=["game_index"])
+            assert games["game_index"][0].as_py() == before["game_index"][-1].as_py() + 1
+            assert before.num_rows % CHUNK == 0
+
+
+def test_the_views_the_book_and_the_explorer_give_what_one_part_gives(stores):
+    whole, parts = stores
+    queries = [
+        "SELECT count(*), sum(hash(game_id, ply, position_key, planes, move_uci)) FROM positions",
+        "SELECT count(*), sum(hash(game_id, moves_uci, white_elo)) FROM games",
+        "SELECT count(*) FROM rejected_games",
+        "SELECT count(*), sum(hash(position_key, planes)) FROM distinct_positions",
+        "SELECT archive, count(*) FROM positions_by_archive GROUP BY archive",
+    ]
+    assert [duck.query(parts, q).to_pylist() for q in queries] == [duck.query(whole, q).to_pylist() for q in queries]
+    assert pq.read_table(parts.partition_file("position_book", "fics")).equals(
+        pq.read_table(whole.partition_file("position_book", "fics"))
+    )
+    assert expected_positions(parts, "fics") == expected_positions(whole, "fics")
+    one, many = (games_charts(st.partition_files("games", "fics"), "fics") for st in (whole, parts))
+    assert many["players"] == one["players"] > 100 and many["rated_players"] == one["rated_players"]
+    boards = [chess.Board()]
+    for san in ("e4", "e5", "Nf3", "Nc6", "Bb5", "a6"):
+        boards.append(boards[-1].copy())
+        boards[-1].push_san(san)
+    with duck.read_only_connection(whole) as a, duck.read_only_connection(parts) as b:
+        for board in boards:
+            assert explore(b, board) == explore(a, board), board.fen()
+
+
+def test_a_reingest_in_fewer_parts_leaves_no_part_of_the_earlier_one(stores, fics_2022, tmp_path):
+    _, parts = stores
+    store = Store(tmp_path / "store").ensure()
+    first = ingest_archive(store, "fics", fics_2022, config())
+    data = {t: [p.read_bytes() for p in store.partition_files(t, "fics")] for t in TABLES}
+    assert data["positions"] == [p.read_bytes() for p in parts.partition_files("positions", "fics")]
+    assert ingest_archive(store, "fics", fics_2022, config()).parts == first.parts  # byte for byte again
+    assert {t: [p.read_bytes() for p in store.partition_files(t, "fics")] for t in TABLES} == data
+
+    ingest_archive(store, "fics", fics_2022, config(2 * PART))
+    fewer = [p.name for p in store.partition_files("positions", "fics")]
+    assert 1 < len(fewer) < first.parts
+    for t in TABLES:
+        assert sorted(p.name for p in store.partition_dir(t, "fics").iterdir()) == sorted(fewer), t
+    assert duck.query(store, "SELECT count(*) FROM positions").column(0)[0].as_py() == first.positions
+
+
+def test_a_part_size_below_one_position_is_refused():
+    with pytest.raises(ValueError, match="part_positions"):
+        IngestConfig(part_positions=0)
