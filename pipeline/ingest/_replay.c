@@ -578,10 +578,60 @@ fail:
     return NULL;
 }
 
+/* Polyglot Zobrist keys of n positions (pipeline.ingest.encoding.zobrist, vectorised there with
+   numpy; this is the same sum a piece at a time): planes n x 12 native uint64 bitboards
+   (P N B R Q K p n b r q k), castling n bytes (K=1 Q=2 k=4 q=8), ep n signed bytes (-1: none; the
+   polyglot square), white n bytes (1: white to move), keys the 781 polyglot random numbers (native
+   uint64). Returns n native uint64 as bytes. */
+static PyObject *py_zobrist(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer planes, castling, ep, white, keys;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*", &planes, &castling, &ep, &white, &keys)) return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = castling.len;
+    if (planes.len != 96 * n || ep.len != n || white.len != n || keys.len != 781 * (Py_ssize_t)sizeof(u64)) {
+        PyErr_SetString(PyExc_ValueError, "zobrist: planes must be 12 uint64 a position, and keys 781 uint64");
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(u64));
+    if (!out) goto done;
+    const u64 *pl = planes.buf;
+    const unsigned char *cs = castling.buf;
+    const signed char *es = ep.buf;
+    const unsigned char *ws = white.buf;
+    const u64 *k = keys.buf;
+    u64 *h = (u64 *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        u64 acc = 0;
+        for (int p = 0; p < 12; p++) {
+            u64 bb = pl[12 * i + p];
+            /* polyglot's piece kind: 2 x (type - 1) + 1 for white, + 0 for black */
+            const u64 *piece = k + 64 * (p < 6 ? 2 * p + 1 : 2 * (p - 6));
+            while (bb) {
+                acc ^= piece[lsb(bb)];
+                bb &= bb - 1;
+            }
+        }
+        for (int c = 0; c < 4; c++)
+            if (cs[i] >> c & 1) acc ^= k[768 + c];
+        if (es[i] >= 0) acc ^= k[772 + (es[i] & 7)];
+        if (ws[i]) acc ^= k[780];
+        h[i] = acc;
+    }
+done:
+    PyBuffer_Release(&planes);
+    PyBuffer_Release(&castling);
+    PyBuffer_Release(&ep);
+    PyBuffer_Release(&white);
+    PyBuffer_Release(&keys);
+    return out;
+}
+
 static PyMethodDef METHODS[] = {
     {"tokenize", py_tokenize, METH_O, "tokenize(movetext) -> (sans, result) or None"},
     {"replay", py_replay, METH_VARARGS,
      "replay(state, sans, start, emit_initial) -> (stop, records, ucis, captures, state)"},
+    {"zobrist", py_zobrist, METH_VARARGS, "zobrist(planes, castling, ep, white, keys) -> n uint64 as bytes"},
     {NULL, NULL, 0, NULL},
 };
 

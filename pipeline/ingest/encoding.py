@@ -21,7 +21,8 @@ the material rule, the baselines' material and the explorer's values all read th
 # Castling bits as stored: K=1, Q=2, k=4, q=8.
 CASTLE_K, CASTLE_Q, CASTLE_k, CASTLE_q = 1, 2, 4, 8
 
-_RANDOM = np.array(chess.polyglot.POLYGLOT_RANDOM_ARRAY, dtype=np.uint64)
+POLYGLOT_KEYS = np.array(chess.polyglot.POLYGLOT_RANDOM_ARRAY, dtype=np.uint64)
+"""The 781 polyglot random numbers (uint64): 12 x 64 pieces, 4 castling rights, 8 files, the turn."""
 
 
 def _byte_tables() -> np.ndarray:
@@ -35,7 +36,7 @@ def _byte_tables() -> np.ndarray:
             acc = np.zeros(256, dtype=np.uint64)
             for bit in range(8):
                 square = byte * 8 + bit
-                key = _RANDOM[64 * kind + square]
+                key = POLYGLOT_KEYS[64 * kind + square]
                 acc ^= np.where((values >> bit) & 1, key, np.uint64(0))
             t[plane * 8 + byte] = acc
     return t
@@ -47,10 +48,10 @@ for _bits in range(16):
     _acc = np.uint64(0)
     for _i in range(4):
         if _bits >> _i & 1:
-            _acc ^= _RANDOM[768 + _i]
+            _acc ^= POLYGLOT_KEYS[768 + _i]
     _CASTLE_KEYS[_bits] = _acc
-_EP_KEYS = _RANDOM[772:780]
-_TURN_KEY = _RANDOM[780]
+_EP_KEYS = POLYGLOT_KEYS[772:780]
+_TURN_KEY = POLYGLOT_KEYS[780]
 
 
 def planes_from_records(pawns, knights, bishops, rooks, queens, kings, white) -> np.ndarray:

@@ -261,6 +261,10 @@ def _outcome(tag: str | None, movetext: str | None, board: str | None) -> tuple[
     return (known[0] if known else "*"), mismatch
 
 
+_SIDES = pa.array(["b", "w"], type=pa.string())
+"""side_to_move by the turn (False: black, True: white)."""
+
+
 @dataclass
 class ChunkBuilder:
     """Accumulates the rows of a batch of games; to_tables() makes Arrow tables."""
@@ -272,12 +276,12 @@ class ChunkBuilder:
     pos_game: list = field(default_factory=list)
     pos_ply: list = field(default_factory=list)
     pos_turn: list = field(default_factory=list)
+    pos_games: list = field(default_factory=list)
+    """Each game's result and Elos, once: the positions' columns repeat them (to_tables)."""
+    pos_counts: list = field(default_factory=list)
     pos_fullmove: list = field(default_factory=list)
     pos_move: list = field(default_factory=list)
     pos_capture: list = field(default_factory=list)
-    pos_result: list = field(default_factory=list)
-    pos_welo: list = field(default_factory=list)
-    pos_belo: list = field(default_factory=list)
 
     def add(self, raw: RawGame) -> bool:
         """Add one game; True if it went to games, False if rejected."""
@@ -368,9 +372,8 @@ class ChunkBuilder:
         self.pos_move.append(None)
         self.pos_capture.append(_NO_CAPTURE)
         self.pos_capture.append(captures)
-        self.pos_result.extend([outcome] * n)
-        self.pos_welo.extend([welo] * n)
-        self.pos_belo.extend([belo] * n)
+        self.pos_games.append((outcome, welo, belo))
+        self.pos_counts.append(n)
 
     def to_tables(self) -> tuple[pa.Table, pa.Table, pa.Table]:
         games = pa.Table.from_pydict(self.games, schema=GAMES_SCHEMA)
@@ -386,13 +389,16 @@ class ChunkBuilder:
         planes, castling, ep, keys = encode_records(rec, turn)
         packed = encoding.pack_planes(planes)
         planes_arr = pa.FixedSizeBinaryArray.from_buffers(pa.binary(96), n, [None, pa.py_buffer(packed.tobytes())])
+        # Columns that repeat one value a game (or one of two): Arrow's take repeats them.
+        game_of = pa.array(np.repeat(np.arange(len(self.pos_counts), dtype=np.int32), self.pos_counts))
+        outcome, welo, belo = zip(*self.pos_games)
         return pa.Table.from_arrays(
             [
                 pa.array(keys, type=pa.uint64()),
                 pa.array(np.concatenate(self.pos_game), type=pa.int64()),
                 pa.array(np.concatenate(self.pos_ply), type=pa.uint32()),
                 planes_arr,
-                pa.array(np.where(turn, "w", "b"), type=pa.string()),
+                _SIDES.take(pa.array(turn.view(np.int8))),
                 pa.array(castling, type=pa.uint8()),
                 pa.array(ep, type=pa.int8(), mask=ep < 0),
                 pa.array(rec[:, 9].astype(np.uint32), type=pa.uint32()),
@@ -400,9 +406,9 @@ class ChunkBuilder:
                 pa.array(self.pos_move, type=pa.string()),
                 pa.array(np.concatenate(self.pos_capture), type=pa.bool_()),
                 pa.array(rec[:, 10].astype(bool), type=pa.bool_()),
-                pa.array(self.pos_result, type=pa.string()),
-                pa.array(self.pos_welo, type=pa.int32()),
-                pa.array(self.pos_belo, type=pa.int32()),
+                pa.array(outcome, type=pa.string()).take(game_of),
+                pa.array(welo, type=pa.int32()).take(game_of),
+                pa.array(belo, type=pa.int32()).take(game_of),
             ],
             schema=POSITIONS_SCHEMA,
         )

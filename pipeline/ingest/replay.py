@@ -74,7 +74,25 @@ def encode_records(rec: np.ndarray, white_to_move: np.ndarray) -> tuple[np.ndarr
     ep_raw = rec[:, 8].astype(np.int16)
     ep_raw[ep_raw == NO_EP] = -1
     ep = encoding.polyglot_ep(ep_raw, white_to_move, planes)
-    return planes, castling, ep, encoding.zobrist(planes, castling, ep, white_to_move)
+    return planes, castling, ep, zobrist(planes, castling, ep, white_to_move)
+
+
+_POLYGLOT_KEYS = encoding.POLYGLOT_KEYS.tobytes()
+
+
+def zobrist(planes: np.ndarray, castling: np.ndarray, ep: np.ndarray, white_to_move: np.ndarray) -> np.ndarray:
+    """encoding.zobrist, by the compiled loop where it is built (a piece at a time: about 15x
+    faster than numpy's 96 table lookups a position, which took an eighth of the ingest's time)."""
+    if compiled is None:
+        return encoding.zobrist(planes, castling, ep, white_to_move)
+    keys = compiled.zobrist(
+        np.ascontiguousarray(planes, dtype=np.uint64),
+        np.ascontiguousarray(castling, dtype=np.uint8),
+        np.ascontiguousarray(ep, dtype=np.int8),
+        np.ascontiguousarray(white_to_move, dtype=np.uint8),
+        _POLYGLOT_KEYS,
+    )
+    return np.frombuffer(keys, dtype=np.uint64)
 
 
 class ReplayError(ValueError):
