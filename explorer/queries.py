@@ -92,23 +92,24 @@ def position_params(
     books: list[str] | None = None,
 ) -> dict:
     """The bound parameters of sql/queries/explorer_position.sql for `board`; books: the
-    archives whose position book has it (book_archives()), whose figures come from the book."""
+    part files whose position book has it (book_parts()), whose figures come from the book."""
     pk = position_key(board)
     params = {**pk.params(), "keys": placement_keys(board) if placement_only else [pk.key]}
     del params["key"]
     return {
         **params,
         "placement_only": placement_only,
-        "book_archives": [] if placement_only else list(books or []),
+        "book_parts": [] if placement_only else list(books or []),
         "elo_step": BOOK_ELO_STEP,
         **BANDS.params(),
         "limit": games_listed,
     }
 
 
-def book_archives(con: duckdb.DuckDBPyConnection, board: chess.Board) -> list[str]:
-    """The archives whose position book holds `board` (the full position), sorted."""
-    return [r["archive"] for r in _rows(con, "explorer_book_archives", position_key(board).params())]
+def book_parts(con: duckdb.DuckDBPyConnection, board: chess.Board) -> list[str]:
+    """The part files (`<archive>/data.parquet`, ...) whose position book holds `board` (the
+    full position), sorted."""
+    return [r["part"] for r in _rows(con, "explorer_book_parts", position_key(board).params())]
 
 
 def explore(
@@ -120,7 +121,7 @@ def explore(
     placement_only: every position with `board`'s pieces on their squares (either side to
     move, any castling or en-passant right); a move's SAN is then as if `board`'s side moved."""
     pk = position_key(board)
-    books = [] if placement_only or games_listed > BOOK_TOP else book_archives(con, board)
+    books = [] if placement_only or games_listed > BOOK_TOP else book_parts(con, board)
     row = _rows(con, "explorer_position", position_params(board, games_listed, placement_only, books))[0]
     bands = row["bands"] or []
     empty = {"games": 0, "white_wins": 0, "draws": 0, "black_wins": 0}

@@ -11,12 +11,12 @@
 --   games: the $limit strongest games that reached it (average Elo, unrated last), with the
 --          ply at which each first reached it (game_id and ply: queries/explorer_top_games.sql
 --          reads their headers by id, where the games files' Bloom filters point).
--- Where the position is in an archive's position book (sql/queries/position_book.sql), that
--- archive's figures come from the book's rows ($book_archives: the archives whose book has the
--- position, which explorer.queries.book_archives finds first), and its positions file is not
--- opened (positions_by_archive filters files by name); every other archive's figures are
--- counted from its position rows here, the same way the book counted them. With
--- $placement_only the book is not used ($book_archives is empty): it sums each full position.
+-- Where the position is in a part file's position book (sql/queries/position_book.sql), that
+-- part's figures come from the book's rows ($book_parts: the parts whose book has the
+-- position, which explorer.queries.book_parts finds first), and its positions file is not
+-- opened (positions_by_archive filters files by name); every other part's figures are
+-- counted from its position rows here, the same way the book counted them (a game lies in one
+-- part). With $placement_only the book is not used ($book_parts is empty): it sums each full position.
 -- The keys are a typed list in list_contains, which DuckDB checks against each positions row
 -- group's Bloom filter (pipeline/ingest/ingest.py BLOOM), so only the row groups that
 -- may hold the position are read; `IN (SELECT unnest($keys))` was a join that read every key.
@@ -28,13 +28,13 @@ WITH hits AS MATERIALIZED (
     WHERE list_contains(CAST($keys AS UBIGINT[]), position_key) AND planes = $planes
       AND ($placement_only
            OR (side_to_move = $side AND castling = $castling AND ep_square IS NOT DISTINCT FROM $ep))
-      AND NOT list_contains(CAST($book_archives AS VARCHAR[]), archive)
+      AND NOT list_contains(CAST($book_parts AS VARCHAR[]), part)
 ), book AS MATERIALIZED (
     SELECT kind, move_uci, result, elo_floor, games, elo_sum, rated, game_id, ply, strength
     FROM position_book
     WHERE NOT $placement_only AND list_contains(CAST($keys AS UBIGINT[]), position_key) AND planes = $planes
       AND side_to_move = $side AND castling = $castling AND ep_square IS NOT DISTINCT FROM $ep
-      AND list_contains(CAST($book_archives AS VARCHAR[]), archive)
+      AND list_contains(CAST($book_parts AS VARCHAR[]), part)
 ), reached AS (
     SELECT game_id, min(ply) AS ply, any_value(result) AS result, any_value(strength) AS strength
     FROM hits

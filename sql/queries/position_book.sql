@@ -1,8 +1,7 @@
--- An archive's position book (pipeline/ingest/book.py): for every position whose key has at
--- least $min_rows rows in the archive's positions files $positions (its parts), the figures the explorer
--- shows, summed over the archive's games (queries/explorer_position.sql adds them to the
--- figures it counts from other archives' rows, so each row here means exactly what the
--- explorer counts):
+-- A position book (pipeline/ingest/book.py): for every position whose key has at least $min_rows
+-- rows in the positions part file $positions (one of an archive's), the figures the explorer
+-- shows, summed over that part's games (queries/explorer_position.sql adds them to the figures
+-- it counts from other parts' rows, so each row here means exactly what the explorer counts):
 --   reached: games that reached the position (each once), by outcome and by the players'
 --            average Elo rounded down to $elo_step (NULL: either player unrated);
 --   move:    games that played a move from it (a game once per move), by move and outcome,
@@ -10,8 +9,8 @@
 --   top:     its $top strongest games (white_elo + black_elo, unrated last, then game_id),
 --            each with the ply at which it first reached the position.
 -- Every position of a key that qualifies is in the book, whole: the explorer reads a position
--- either here or from the archive's positions file, never both. One run makes the rows of the
--- keys from $lowest_key to $highest_key (a large archive's book is made a key range at a time,
+-- either here or from the part's positions file, never both. One run makes the rows of the
+-- keys from $lowest_key to $highest_key (a large part's book is made a key range at a time,
 -- so that DuckDB's memory holds one range's positions).
 WITH hits AS (
     SELECT position_key, planes, side_to_move, castling, ep_square, game_id, ply, move_uci, result,

@@ -1,6 +1,7 @@
 """An archive of more positions than IngestConfig.part_positions is written in part files (the
 writer's memory is then bounded: Arrow keeps a file's Bloom filters until it closes it). Checked
-against the same archive written as one part: every view, the book and the explorer agree."""
+against the same archive written as one part: every view and the explorer agree. Each part has a
+book of its own, made from it alone."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from explorer.queries import explore
+from explorer.queries import book_parts, explore, position_params
 from pipeline.ingest.book import write_book
+from pipeline.ingest.encoding import fens_from_columns
 from pipeline.ingest.ingest import TABLES, IngestConfig, expected_positions, ingest_archive
 from pipeline.plots import games_charts
 from pipeline.store import duck
@@ -67,9 +69,6 @@ def test_the_views_the_book_and_the_explorer_give_what_one_part_gives(stores):
         "SELECT archive, count(*) FROM positions_by_archive GROUP BY archive",
     ]
     assert [duck.query(parts, q).to_pylist() for q in queries] == [duck.query(whole, q).to_pylist() for q in queries]
-    assert pq.read_table(parts.partition_file("position_book", "fics")).equals(
-        pq.read_table(whole.partition_file("position_book", "fics"))
-    )
     assert expected_positions(parts, "fics") == expected_positions(whole, "fics")
     one, many = (games_charts(st.partition_files("games", "fics"), "fics") for st in (whole, parts))
     assert many["players"] == one["players"] > 100 and many["rated_players"] == one["rated_players"]
@@ -80,6 +79,41 @@ def test_the_views_the_book_and_the_explorer_give_what_one_part_gives(stores):
     with duck.read_only_connection(whole) as a, duck.read_only_connection(parts) as b:
         for board in boards:
             assert explore(b, board) == explore(a, board), board.fen()
+
+
+def test_each_part_has_its_own_book_and_the_explorer_sums_books_and_rows_as_it_counts_rows(stores, tmp_path):
+    """A position common in one part and rare in another is read from the first's book and the
+    second's rows: the same figures as counting every row (the explorer without books)."""
+    _, store = stores
+    books = [p.name for p in store.partition_files("position_book", "fics")]
+    assert books == [p.name for p in store.partition_files("positions", "fics")]
+    # each book is the book of its positions part alone
+    alone = Store(tmp_path / "alone").ensure()
+    alone.partition_dir("positions", "fics").mkdir(parents=True)
+    last = len(books) - 1
+    alone.partition_file("positions", "fics").write_bytes(store.partition_file("positions", "fics", last).read_bytes())
+    write_book(alone, "fics")
+    assert pq.read_table(alone.partition_file("position_book", "fics")).equals(
+        pq.read_table(store.partition_file("position_book", "fics", last))
+    )
+    # positions reached in every part, and in the book of some parts only
+    with duck.memory_connection(store) as con:
+        mixed = con.execute(
+            "SELECT any_value(planes), any_value(side_to_move), any_value(castling), any_value(ep_square) "
+            "FROM positions_by_archive GROUP BY position_key, part HAVING count(*) BETWEEN 2 AND 15 "
+            "AND position_key IN (SELECT position_key FROM position_book) LIMIT 20"
+        ).fetchall()
+        boards = [chess.Board(fen) for fen in fens_from_columns(*zip(*mixed))] + [chess.Board()]
+        some = 0
+        for board in boards:
+            parts_with_book = book_parts(con, board)
+            some += 0 < len(parts_with_book) < len(books)
+            with_book = con.sql(
+                duck.load_sql("queries/explorer_position"), params=position_params(board, books=parts_with_book)
+            ).fetchall()
+            counted = con.sql(duck.load_sql("queries/explorer_position"), params=position_params(board)).fetchall()
+            assert with_book == counted, board.fen()
+    assert some >= 5, some
 
 
 def test_a_reingest_in_fewer_parts_leaves_no_part_of_the_earlier_one(stores, fics_2022, tmp_path):

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from explorer.position import position_key
-from explorer.queries import book_archives, explore, position_params
+from explorer.queries import book_parts, explore, position_params
 from pipeline.ingest.book import BOOK_MIN_ROWS, BOOK_TOP, write_book
 from pipeline.ingest.encoding import fens_from_columns
 from pipeline.ingest.ingest import BLOOM, SCHEMAS, WRITE_OPTIONS, IngestConfig, ingest_archive
@@ -84,7 +84,7 @@ def test_a_rare_positions_games_are_read_from_the_row_groups_its_bloom_filters_a
     board = board_of(positions, row)
 
     with duck.memory_connection(store) as con:
-        assert book_archives(con, board) == []  # one game: not in the book
+        assert book_parts(con, board) == []  # one game: not in the book
         scan = positions_scan(profile(con, duck.load_sql("queries/explorer_position"), position_params(board)))
         found = explore(con, board)
     groups = row_groups(store)
@@ -98,12 +98,12 @@ def test_a_rare_positions_games_are_read_from_the_row_groups_its_bloom_filters_a
 def test_a_common_position_is_read_from_the_book_and_its_archives_positions_file_is_not_opened(store, positions):
     start = chess.Board()
     with duck.memory_connection(store) as con:
-        books = book_archives(con, start)
+        books = book_parts(con, start)
         ops = profile(con, duck.load_sql("queries/explorer_position"), position_params(start, books=books))
         raw = profile(con, duck.load_sql("queries/explorer_position"), position_params(start))
         found = explore(con, start)
         more = explore(con, start, games_listed=BOOK_TOP + 30)  # more than the book keeps: counted from rows
-    assert books == ["fics"]
+    assert books == ["fics/data.parquet"]
     assert len(more["top_games"]) == BOOK_TOP + 30 and more["top_games"][:BOOK_TOP] == found["top_games"]
     # every game starts at the start position: without the book every row group is read
     assert positions_scan(raw)["row_groups_scanned"] == row_groups(store)
@@ -135,7 +135,7 @@ def test_the_book_gives_the_figures_counting_the_positions_rows_gives(store, pos
     with duck.memory_connection(store) as con:
         in_book = 0
         for board in boards:
-            books = book_archives(con, board)
+            books = book_parts(con, board)
             in_book += bool(books)
             with_book = con.sql(
                 duck.load_sql("queries/explorer_position"),
