@@ -45,7 +45,7 @@ BOOK_ELO_STEP = 100
 """Average Elo is kept rounded down to this: the explorer's rating bands must be multiples of it."""
 BOOK_MEMORY = "512MB"
 """DuckDB's memory while it makes a book (it spills to the spool folder beyond): the build
-counts every key of the archive, so this bounds its memory whatever the archive's size."""
+counts every key of a part file, so this bounds its memory whatever the archive's size."""
 BOOK_PASS_ROWS = 10_000_000
 """Position rows a pass of the book's query covers: a part file of more is done a key range at a
 time, each pass reading the file again. (Measured: one pass over 10M positions peaked at 620 MB
@@ -99,9 +99,7 @@ def write_book(store: Store, key: str, on_wait: Callable[[str], None] | None = N
             stats.rows += rows
             stats.positions += held
             stats.bytes += storage.size(dest)
-        for part, old in store.partition_parts("position_book", key):
-            if part >= len(parts):
-                storage.remove(old)
+        store.remove_parts("position_book", key, len(parts))
     stats.parts = len(parts)
     stats.seconds = time.perf_counter() - start
     return stats

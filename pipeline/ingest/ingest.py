@@ -283,11 +283,9 @@ def _ingest_locked(
         raise
     remove_book(store, key)  # made from the positions replaced here: pipeline/ingest/book.py makes it again
     for t in TABLES:
-        # Parts of an earlier ingest beyond this one's last (made with a larger part_positions):
+        # Parts of an earlier ingest beyond this one's last (made with a smaller part_positions):
         # removed first, so that no reader ever counts a game twice.
-        for part, old in store.partition_parts(t, key):
-            if part >= len(parts):
-                storage.remove(old)
+        store.remove_parts(t, key, len(parts))
     for writers in parts:
         for w in writers.values():
             w.commit()

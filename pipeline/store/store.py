@@ -111,6 +111,12 @@ class Store(ArchiveIndex):
         """A partition's part files, in part order."""
         return [path for _, path in self.partition_parts(table, key)]
 
+    def remove_parts(self, table: str, key: str, first: int) -> None:
+        """Remove a partition's part files from part `first` on (its writer's lock held)."""
+        for part, path in self.partition_parts(table, key):
+            if part >= first:
+                storage.remove(path)
+
     def table_glob(self, table: str) -> str:
         return str(self.root / table / "archive=*" / "*.parquet")
 
