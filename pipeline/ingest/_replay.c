@@ -578,50 +578,79 @@ fail:
     return NULL;
 }
 
-/* Polyglot Zobrist keys of n positions (pipeline.ingest.encoding.zobrist, vectorised there with
-   numpy; this is the same sum a piece at a time): planes n x 12 native uint64 bitboards
-   (P N B R Q K p n b r q k), castling n bytes (K=1 Q=2 k=4 q=8), ep n signed bytes (-1: none; the
-   polyglot square), white n bytes (1: white to move), keys the 781 polyglot random numbers (native
-   uint64). Returns n native uint64 as bytes. */
-static PyObject *py_zobrist(PyObject *self, PyObject *args) {
+/* The store's encoding of n replay records (pipeline.ingest.replay.encode_records, vectorised there
+   with numpy; this is the same a position at a time). records: n x 11 native uint64 (pawns, knights,
+   bishops, rooks, queens, kings, white occupancy, castling rights as rook squares, ep square or 64,
+   halfmove clock, in check); white: n bytes (1: white to move); keys: the 781 polyglot random
+   numbers (native uint64). Returns (planes: n x 12 native uint64 bitboards P N B R Q K p n b r q
+   k, castling: n bytes K=1 Q=2 k=4 q=8, ep: n signed bytes, the polyglot en-passant square or -1,
+   keys: n native uint64 polyglot Zobrist keys), each as bytes. */
+static PyObject *py_encode(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer planes, castling, ep, white, keys;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*", &planes, &castling, &ep, &white, &keys)) return NULL;
-    PyObject *out = NULL;
-    Py_ssize_t n = castling.len;
-    if (planes.len != 96 * n || ep.len != n || white.len != n || keys.len != 781 * (Py_ssize_t)sizeof(u64)) {
-        PyErr_SetString(PyExc_ValueError, "zobrist: planes must be 12 uint64 a position, and keys 781 uint64");
+    Py_buffer records, white, keys;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &records, &white, &keys)) return NULL;
+    PyObject *planes_b = NULL, *castling_b = NULL, *ep_b = NULL, *keys_b = NULL, *out = NULL;
+    Py_ssize_t n = white.len;
+    if (records.len != 11 * (Py_ssize_t)sizeof(u64) * n || keys.len != 781 * (Py_ssize_t)sizeof(u64)) {
+        PyErr_SetString(PyExc_ValueError, "encode: records must be 11 uint64 a position, and keys 781 uint64");
         goto done;
     }
-    out = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(u64));
-    if (!out) goto done;
-    const u64 *pl = planes.buf;
-    const unsigned char *cs = castling.buf;
-    const signed char *es = ep.buf;
+    planes_b = PyBytes_FromStringAndSize(NULL, 12 * (Py_ssize_t)sizeof(u64) * n);
+    castling_b = PyBytes_FromStringAndSize(NULL, n);
+    ep_b = PyBytes_FromStringAndSize(NULL, n);
+    keys_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizeof(u64) * n);
+    if (!planes_b || !castling_b || !ep_b || !keys_b) goto done;
+    const u64 *rec = records.buf;
     const unsigned char *ws = white.buf;
     const u64 *k = keys.buf;
-    u64 *h = (u64 *)PyBytes_AS_STRING(out);
+    u64 *planes = (u64 *)PyBytes_AS_STRING(planes_b);
+    unsigned char *castling = (unsigned char *)PyBytes_AS_STRING(castling_b);
+    signed char *ep = (signed char *)PyBytes_AS_STRING(ep_b);
+    u64 *h = (u64 *)PyBytes_AS_STRING(keys_b);
     for (Py_ssize_t i = 0; i < n; i++) {
+        const u64 *r = rec + 11 * i;
+        u64 *pl = planes + 12 * i;
         u64 acc = 0;
+        for (int t = 0; t < 6; t++) {
+            pl[t] = r[t] & r[6];
+            pl[6 + t] = r[t] & ~r[6];
+        }
         for (int p = 0; p < 12; p++) {
-            u64 bb = pl[12 * i + p];
             /* polyglot's piece kind: 2 x (type - 1) + 1 for white, + 0 for black */
             const u64 *piece = k + 64 * (p < 6 ? 2 * p + 1 : 2 * (p - 6));
-            while (bb) {
-                acc ^= piece[lsb(bb)];
-                bb &= bb - 1;
+            for (u64 bb = pl[p]; bb; bb &= bb - 1) acc ^= piece[lsb(bb)];
+        }
+        u64 cr = r[7];
+        unsigned char c = (unsigned char)((cr >> 7 & 1) | (cr >> 0 & 1) << 1 | (cr >> 63 & 1) << 2 | (cr >> 56 & 1) << 3);
+        castling[i] = c;
+        for (int b = 0; b < 4; b++)
+            if (c >> b & 1) acc ^= k[768 + b];
+        /* en passant as polyglot has it: only where a pawn of the side to move can take */
+        signed char e = -1;
+        u64 sq = r[8];
+        if (sq < 64) {
+            int s = (int)sq;
+            int behind = ws[i] ? s - 8 : s + 8;
+            u64 pawns = ws[i] ? pl[0] : pl[6];
+            u64 mask = 0;
+            if ((s & 7) && behind >= 1 && behind <= 64) mask |= (u64)1 << (behind - 1);
+            if ((s & 7) != 7 && behind >= -1 && behind <= 62) mask |= (u64)1 << (behind + 1);
+            if (pawns & mask) {
+                e = (signed char)s;
+                acc ^= k[772 + (s & 7)];
             }
         }
-        for (int c = 0; c < 4; c++)
-            if (cs[i] >> c & 1) acc ^= k[768 + c];
-        if (es[i] >= 0) acc ^= k[772 + (es[i] & 7)];
+        ep[i] = e;
         if (ws[i]) acc ^= k[780];
         h[i] = acc;
     }
+    out = PyTuple_Pack(4, planes_b, castling_b, ep_b, keys_b);
 done:
-    PyBuffer_Release(&planes);
-    PyBuffer_Release(&castling);
-    PyBuffer_Release(&ep);
+    Py_XDECREF(planes_b);
+    Py_XDECREF(castling_b);
+    Py_XDECREF(ep_b);
+    Py_XDECREF(keys_b);
+    PyBuffer_Release(&records);
     PyBuffer_Release(&white);
     PyBuffer_Release(&keys);
     return out;
@@ -631,7 +660,7 @@ static PyMethodDef METHODS[] = {
     {"tokenize", py_tokenize, METH_O, "tokenize(movetext) -> (sans, result) or None"},
     {"replay", py_replay, METH_VARARGS,
      "replay(state, sans, start, emit_initial) -> (stop, records, ucis, captures, state)"},
-    {"zobrist", py_zobrist, METH_VARARGS, "zobrist(planes, castling, ep, white, keys) -> n uint64 as bytes"},
+    {"encode", py_encode, METH_VARARGS, "encode(records, white, keys) -> (planes, castling, ep, keys) as bytes"},
     {NULL, NULL, 0, NULL},
 };
 

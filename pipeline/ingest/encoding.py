@@ -113,8 +113,9 @@ def zobrist(planes: np.ndarray, castling: np.ndarray, ep: np.ndarray, white_to_m
 
 
 def pack_planes(planes: np.ndarray) -> np.ndarray:
-    """(n, 12) uint64 -> (n, 96) uint8, little-endian per bitboard."""
-    return np.ascontiguousarray(planes.astype("<u8")).view(np.uint8).reshape(len(planes), 96)
+    """(n, 12) uint64 -> (n, 96) uint8, little-endian per bitboard (a view, on a little-endian
+    machine, of the planes' own memory when they are contiguous)."""
+    return np.ascontiguousarray(planes, dtype="<u8").view(np.uint8).reshape(len(planes), 96)
 
 
 def unpack_planes(blob: bytes) -> list[int]:

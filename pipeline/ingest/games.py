@@ -388,7 +388,7 @@ class ChunkBuilder:
         turn = np.concatenate(self.pos_turn)
         planes, castling, ep, keys = encode_records(rec, turn)
         packed = encoding.pack_planes(planes)
-        planes_arr = pa.FixedSizeBinaryArray.from_buffers(pa.binary(96), n, [None, pa.py_buffer(packed.tobytes())])
+        planes_arr = pa.FixedSizeBinaryArray.from_buffers(pa.binary(96), n, [None, pa.py_buffer(packed.reshape(-1))])
         # Columns that repeat one value a game (or one of two): Arrow's take repeats them.
         game_of = pa.array(np.repeat(np.arange(len(self.pos_counts), dtype=np.int32), self.pos_counts))
         outcome, welo, belo = zip(*self.pos_games)

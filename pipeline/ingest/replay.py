@@ -68,31 +68,28 @@ RECORD_FIELDS = 11
 def encode_records(rec: np.ndarray, white_to_move: np.ndarray) -> tuple[np.ndarray, ...]:
     """The store's encoding of records (rows of an (n, RECORD_FIELDS) array) and their sides to
     move, as ingest writes positions: planes (n, 12) uint64, castling bits, the polyglot en
-    passant square (int8, -1 for none) and the keys (pipeline.ingest.encoding)."""
+    passant square (int8, -1 for none) and the keys (pipeline.ingest.encoding). By the compiled
+    loop where it is built (a position at a time: the numpy steps below took a fifth of a
+    worker's time, the keys' 96 table lookups a position most of it)."""
+    if compiled is not None:
+        planes, castling, ep, keys = compiled.encode(
+            np.ascontiguousarray(rec, dtype=np.uint64), np.ascontiguousarray(white_to_move, dtype=np.uint8), _KEYS
+        )
+        return (
+            np.frombuffer(planes, dtype=np.uint64).reshape(-1, 12),
+            np.frombuffer(castling, dtype=np.uint8),
+            np.frombuffer(ep, dtype=np.int8),
+            np.frombuffer(keys, dtype=np.uint64),
+        )
     planes = encoding.planes_from_records(*rec[:, :7].T)
     castling = encoding.castling_bits(rec[:, 7])
     ep_raw = rec[:, 8].astype(np.int16)
     ep_raw[ep_raw == NO_EP] = -1
     ep = encoding.polyglot_ep(ep_raw, white_to_move, planes)
-    return planes, castling, ep, zobrist(planes, castling, ep, white_to_move)
+    return planes, castling, ep, encoding.zobrist(planes, castling, ep, white_to_move)
 
 
-_POLYGLOT_KEYS = encoding.POLYGLOT_KEYS.tobytes()
-
-
-def zobrist(planes: np.ndarray, castling: np.ndarray, ep: np.ndarray, white_to_move: np.ndarray) -> np.ndarray:
-    """encoding.zobrist, by the compiled loop where it is built (a piece at a time: about 15x
-    faster than numpy's 96 table lookups a position, which took an eighth of the ingest's time)."""
-    if compiled is None:
-        return encoding.zobrist(planes, castling, ep, white_to_move)
-    keys = compiled.zobrist(
-        np.ascontiguousarray(planes, dtype=np.uint64),
-        np.ascontiguousarray(castling, dtype=np.uint8),
-        np.ascontiguousarray(ep, dtype=np.int8),
-        np.ascontiguousarray(white_to_move, dtype=np.uint8),
-        _POLYGLOT_KEYS,
-    )
-    return np.frombuffer(keys, dtype=np.uint64)
+_KEYS = encoding.POLYGLOT_KEYS.tobytes()
 
 
 class ReplayError(ValueError):
