@@ -31,7 +31,7 @@ WITH hits AS MATERIALIZED (
       AND NOT list_contains(CAST($book_parts AS VARCHAR[]), part)
 ), book AS MATERIALIZED (
     SELECT kind, move_uci, result, elo_floor, games, elo_sum, rated, game_id, ply, strength
-    FROM position_book
+    FROM position_book_by_part
     WHERE NOT $placement_only AND list_contains(CAST($keys AS UBIGINT[]), position_key) AND planes = $planes
       AND side_to_move = $side AND castling = $castling AND ep_square IS NOT DISTINCT FROM $ep
       AND list_contains(CAST($book_parts AS VARCHAR[]), part)

@@ -101,7 +101,7 @@ def test_each_part_has_its_own_book_and_the_explorer_sums_books_and_rows_as_it_c
         mixed = con.execute(
             "SELECT any_value(planes), any_value(side_to_move), any_value(castling), any_value(ep_square) "
             "FROM positions_by_archive GROUP BY position_key, part HAVING count(*) BETWEEN 2 AND 15 "
-            "AND position_key IN (SELECT position_key FROM position_book) LIMIT 20"
+            "AND position_key IN (SELECT position_key FROM position_book_by_part) LIMIT 20"
         ).fetchall()
         boards = [chess.Board(fen) for fen in fens_from_columns(*zip(*mixed))] + [chess.Board()]
         some = 0
