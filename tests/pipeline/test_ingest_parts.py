@@ -5,6 +5,12 @@ book of its own, made from it alone."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import chess
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -136,3 +142,37 @@ def test_a_reingest_in_fewer_parts_leaves_no_part_of_the_earlier_one(stores, fic
 def test_a_part_size_below_one_position_is_refused():
     with pytest.raises(ValueError, match="part_positions"):
         IngestConfig(part_positions=0)
+
+
+KILLED_WRITER = """
+import sys
+from pathlib import Path
+from pipeline.ingest.ingest import IngestConfig, ingest_archive
+from pipeline.store.store import Store
+config = IngestConfig(workers=1, chunk_games=100, batch_games=100, part_positions=int(sys.argv[3]))
+ingest_archive(Store(Path(sys.argv[1])), "fics", Path(sys.argv[2]), config)
+"""
+
+
+def test_an_ingest_killed_between_parts_shows_no_part_and_the_next_one_writes_them_all(tmp_path, fics_2022):
+    """kill -9 while the second part is written, the first finished under its temporary name:
+    readers see no part of the archive (every part appears only at the commit), and the next
+    ingest removes what the killed one left and writes every part."""
+    store = Store(tmp_path / "store").ensure()
+    writer = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(store.root), str(fics_2022), str(PART // 3)])
+    positions = store.partition_dir("positions", "fics")
+    deadline = time.monotonic() + 120
+    while len(list(positions.glob(".*.tmp"))) < 2:  # part 0 closed, part 1 open
+        assert writer.poll() is None and time.monotonic() < deadline, "the ingest ended before its second part"
+        time.sleep(0.002)
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait()
+    for t in TABLES:
+        assert store.partition_files(t, "fics") == [], t
+    assert duck.query(store, "SELECT count(*) FROM positions").column(0)[0].as_py() == 0
+
+    stats = ingest_archive(store, "fics", fics_2022, config(PART // 3))
+    for t in TABLES:
+        names = [p.name for p in store.partition_dir(t, "fics").iterdir()]
+        assert not [n for n in names if n.endswith(".tmp")] and len(names) == stats.parts > 5, (t, names)
+    assert duck.query(store, "SELECT count(*) FROM positions").column(0)[0].as_py() == stats.positions == 169032
