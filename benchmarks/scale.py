@@ -40,7 +40,8 @@ missed does not fail the run):
       reached at ply 8, and by the first 8 moves of games.moves_uci
   (e) ingest positions/s on 1 and 2 workers against pgn-extract --fencomments on the same
       archive on 1 and 2 processes (benchmarks/ingest.py's pgn_extract_baseline)
-  (f) peak RSS (VmHWM) of every process of each ingest
+  (f) peak RSS (VmHWM) of every process of each ingest, against the bound stated for any archive
+      (TARGETS["ingest_rss_mb"]), and the part files the archive was written in
 """
 
 from __future__ import annotations
