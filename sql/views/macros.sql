@@ -77,3 +77,11 @@ CREATE OR REPLACE MACRO total_material(planes) AS
     + 5 * plane_count(planes, 3) + 9 * plane_count(planes, 4)
     + plane_count(planes, 6) + 3 * plane_count(planes, 7) + 3 * plane_count(planes, 8)
     + 5 * plane_count(planes, 9) + 9 * plane_count(planes, 10);
+
+-- The archive (partition key) and the part (`<archive>/data.parquet`, `<archive>/data-0001.parquet`,
+-- ...) of a table's file, from its path (read_parquet(..., filename = true)): positions_by_archive
+-- and position_book_by_part both name parts with file_part, so a book's part is the name of the
+-- positions part it was made from. A filter on either is applied to the file names, so the other
+-- files are never opened.
+CREATE OR REPLACE MACRO file_archive(filename) AS regexp_extract(filename, '/archive=([^/]+)/[^/]+$', 1);
+CREATE OR REPLACE MACRO file_part(filename) AS regexp_extract(filename, '/archive=([^/]+/[^/]+)$', 1);

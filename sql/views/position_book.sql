@@ -7,5 +7,5 @@ SELECT * FROM read_parquet({{parquet:position_book}}, union_by_name = true) WHER
 -- position_book with the positions part file each book was made from (`<archive>/data.parquet`,
 -- `<archive>/data-0001.parquet`, ...: a book file has its part's name), as positions_by_archive.part.
 CREATE OR REPLACE VIEW position_book_by_part AS
-SELECT * EXCLUDE (filename), regexp_extract(filename, '/archive=([^/]+/[^/]+)$', 1) AS part
+SELECT * EXCLUDE (filename), file_part(filename) AS part
 FROM read_parquet({{parquet:position_book}}, union_by_name = true, filename = true) WHERE {{store_guard}};

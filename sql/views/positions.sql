@@ -9,6 +9,5 @@ SELECT * FROM read_parquet({{parquet:positions}}, union_by_name = true) WHERE {{
 -- the explorer reads a part's rows only where its position book lacks the position. (The schema
 -- file outside any archive= folder reads as archive ''.)
 CREATE OR REPLACE VIEW positions_by_archive AS
-SELECT * EXCLUDE (filename), regexp_extract(filename, '/archive=([^/]+)/[^/]+$', 1) AS archive,
-       regexp_extract(filename, '/archive=([^/]+/[^/]+)$', 1) AS part
+SELECT * EXCLUDE (filename), file_archive(filename) AS archive, file_part(filename) AS part
 FROM read_parquet({{parquet:positions}}, union_by_name = true, filename = true) WHERE {{store_guard}};
