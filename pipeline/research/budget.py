@@ -63,18 +63,18 @@ def evaluation_of(quick: bool, stages: tuple[str, ...]) -> Evaluation:
 
 
 _FULL: dict[str, float] = {
-    "model_results": 0.3,
-    "eval_suites_": 24.0,
+    "model_results": 0.4,
+    "eval_suites_": 17.3,
     "eval_matches_": 489.2,
-    "eval_pairs_": 7.5,
-    "eval_piece_values_": 83.0,
+    "eval_pairs_": 4.3,
+    "eval_piece_values_": 16.9,
     "eval_head_to_head": 37.8,
     "elo_ratings": 1.0,
     "eval_report_": 0.4,
-    "td_selfplay": 175.0,
-    "td_evaluation": 640.0,
-    "lubeck_grid": 4400.0,
-    "reproduction_report": 3.8,
+    "td_selfplay": 108.1,
+    "td_evaluation": 185.2,
+    "lubeck_grid": 937.5,
+    "reproduction_report": 1.8,
 }
 
 EVALUATION_SECONDS: dict[Evaluation, dict[str, float]] = {
@@ -105,28 +105,27 @@ processes (the evaluation's default on 2 cores):
   process, load 3 to 5); the matches times 25.1 / 37.7 (1.50x), what two processes made of
   mlp_bitmap_3class's quick matches, idle; the quick suites stay in one
   process (QUICK_EVALUATION);
-- full: the suites at 1 ply (`evaluate MODEL --suites ../shared/data/epd --depths 1 --only
-  suites`, the command's wall time, machine otherwise idle): mlp_bitmap_3class 15.9 s,
-  cnn_bitmap_3class 18.0 s, piece_value_net 37.0 s (its searches are the slowest, as are
-  Sabatelli's regression MLP's and DeepChess's), the first model of a store 19 s more (Kaufman's
-  scale, searched once a store); counted as the default's 12 suites steps: 5 like the first, 4
-  like the second, 3 like the third, and one scale: 24 s a step;
+- full: the steps of `reproduce --hours 2.5` on a fresh store of every shared archive, the
+  machine otherwise idle (docs/results/reproduction.md, "One sitting"), each the time the command
+  printed for it: the 12 suites steps at 1 ply 11.7 to 34.6 s, 17.3 s on average (the first
+  searches Kaufman's scale once a store); DeepChess's pairs 4.4 and 4.2 s; the piece values over
+  every test row 16.7 and 17.1 s; Hui's TD learner (assets.reproduce.TD_LINE, TD_CHECK: 8
+  generations of 20 self-play games at depth 2, then 10 batches of 100 games against the random
+  mover) 108.1 and 185.2 s; Lubeck's default grid (16 start positions of each kind: 576 games,
+  two processes) 937.5 s; model_results and the report under 2 s. These replace figures measured
+  under load (load average 3 to 6: the grid 4,400 s, Hui's check 640 s), which set aside 94.8
+  minutes where that run's evaluation took 24.7;
 - ours: as full, but the suites at depths 1 and 2 (`evaluate --suites`, idle): mlp_bitmap_3class
   133.5 s and cnn_features_15class 499.2 s, counted as 11 models like the first and the 4 CNNs
   like the second (231 s);
-- full and ours: the matches, the one-process mean at load 4 to 5 (856 s: the quick mean, 73.4 s,
-  times the mean full/quick ratio, 11.66, of the four models timed both ways, 287 to 1,672 s,
-  the CNNs slowest) times 159.8 / 279.6 (1.75x), what two processes made of
-  mlp_bitmap_3class's full matches, idle; the head-to-head, Elo and report steps of the
-  one-process runs (they play or compute in one); the piece values over every test row
-  (training.piece_values.evaluate_checkpoint, 82.5 s, 83 with its run); DeepChess's pairs as in
-  the quick run (--quick-eval does not change them); Lubeck's default grid (16 start positions
-  of each kind: 576 games, two processes already) as 4 x the 144-game grid's 18 min 17 s
-  (README, Lubeck's experiment grid); Hui's TD learner (assets.reproduce.TD_LINE, TD_CHECK), two
-  processes at load 3.6 to 6.5: a generation of 20 self-play games at depth 2 took 21.2 s (8
-  generations, 170 s, 175 with its run), a batch of 100 games against the random mover 63.8 s
-  (10 batches, 640 s with its run); the quick line (one generation of 4 games) and check (2 x 10
-  games) scaled from those."""
+- ours, the steps only it runs: the matches, the one-process mean at load 4 to 5 (856 s: the
+  quick mean, 73.4 s, times the mean full/quick ratio, 11.66, of the four models timed both
+  ways, 287 to 1,672 s, the CNNs slowest) times 159.8 / 279.6 (1.75x), what two processes made
+  of mlp_bitmap_3class's full matches, idle; the head-to-head, Elo and report steps of the
+  one-process runs (they play or compute in one);
+- quick, Hui's TD learner: a generation of 20 self-play games at depth 2 took 21.2 s and a batch
+  of 100 games against the random mover 63.8 s (two processes at load 3.6 to 6.5); the quick
+  line (one generation of 4 games) and check (2 x 10 games) scaled from those."""
 MIN_MINUTES = 1.0
 """The least a model run is given, budget or not (the report then states the overrun)."""
 
