@@ -42,16 +42,21 @@ def _byte_tables() -> np.ndarray:
     return t
 
 
-_TABLES = _byte_tables()
-_CASTLE_KEYS = np.zeros(16, dtype=np.uint64)
+BYTE_KEYS = _byte_tables()
+"""(96, 256): the polyglot key part of byte value v at byte j of the planes (`zobrist`'s table;
+benchmarks/derived_key.py builds its SQL from it too)."""
+CASTLE_KEYS = np.zeros(16, dtype=np.uint64)
+"""The polyglot key part of each stored castling value (bits K=1 Q=2 k=4 q=8)."""
 for _bits in range(16):
     _acc = np.uint64(0)
     for _i in range(4):
         if _bits >> _i & 1:
             _acc ^= POLYGLOT_KEYS[768 + _i]
-    _CASTLE_KEYS[_bits] = _acc
-_EP_KEYS = POLYGLOT_KEYS[772:780]
-_TURN_KEY = POLYGLOT_KEYS[780]
+    CASTLE_KEYS[_bits] = _acc
+EP_KEYS = POLYGLOT_KEYS[772:780]
+"""The polyglot key part of an en passant file (a-h)."""
+TURN_KEY = POLYGLOT_KEYS[780]
+"""The polyglot key part of White to move."""
 
 
 def planes_from_records(pawns, knights, bishops, rooks, queens, kings, white) -> np.ndarray:
@@ -103,12 +108,12 @@ def zobrist(planes: np.ndarray, castling: np.ndarray, ep: np.ndarray, white_to_m
     for j in range(96):
         col = as_bytes[:, j]
         if col.any():
-            h ^= _TABLES[j][col]
-    h ^= _CASTLE_KEYS[np.asarray(castling, dtype=np.uint8)]
+            h ^= BYTE_KEYS[j][col]
+    h ^= CASTLE_KEYS[np.asarray(castling, dtype=np.uint8)]
     ep = np.asarray(ep)
     has_ep = ep >= 0
-    h[has_ep] ^= _EP_KEYS[ep[has_ep].astype(np.int64) & 7]
-    h[np.asarray(white_to_move, dtype=bool)] ^= _TURN_KEY
+    h[has_ep] ^= EP_KEYS[ep[has_ep].astype(np.int64) & 7]
+    h[np.asarray(white_to_move, dtype=bool)] ^= TURN_KEY
     return h
 
 
