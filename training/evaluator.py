@@ -4,7 +4,8 @@ The score is in centipawn-like units whatever the model predicts:
 - 3-class win/draw/loss models (Sabatelli's 3 classes, Lubeck's results): 1000 x (P(win) - P(loss));
 - 15 and 20 classes: the expected centipawns over the classes' midpoints (beyond-edge classes
   at 100 cp past their edge);
-- regression on the linear target: the target mapped back to centipawns;
+- regression on the linear target: the target mapped back to centipawns; on the win probability
+  (`target_kind: win_prob`): its centipawns, wp_scale x log10(p / (1 - p));
 - regression on centipawns / 100 (the piece-value network): x 100;
 - a result in [0, 1] (the piece-value network's second variant): 1000 x (2 x result - 1), the
   3-class scale with the expected result in place of P(win) - P(loss).
@@ -32,6 +33,9 @@ from training.checkpoints import CP_PER_UNIT, load_checkpoint, load_model, resol
 from training.encoders import Batch, get_encoder
 
 WDL_SCALE = 1000.0
+WP_EPSILON = 1e-6
+"""A win-probability output is held this far inside (0, 1) before it is mapped to centipawns
+(wp_scale x 6: 2,400 at the default 400, beyond any clipped label and below the mate scores)."""
 
 
 def class_midpoints(classes: int) -> np.ndarray:
@@ -176,6 +180,7 @@ class NetworkEvaluator:
         self.name = name or f"{cfg['model']}_{cfg['encoder']}_{self.dataset}"
         self._values: np.ndarray | None = None
         self._clip = 0.0
+        self._wp_scale = 0.0
         self._cp_per_unit = 0.0
         self._expected = False
         if getattr(self.model, "output", "linear") == "sigmoid":  # the piece-value net's result variant
@@ -187,10 +192,16 @@ class NetworkEvaluator:
         elif self.classes in (15, 20):
             self._values = class_midpoints(self.classes).astype(np.float64)
         elif self.classes == 0:
-            defaults = DATASETS[self.dataset].defaults
-            if defaults.get("target_kind", "linear") != "linear" or "clip_cp" not in defaults:
-                raise ValueError(f"{self.dataset}: only the linear regression target maps back to centipawns")
-            self._clip = float(defaults["clip_cp"])
+            # the parameters the rows were built with (checkpoints from before they were recorded:
+            # the dataset's defaults)
+            params = {**DATASETS[self.dataset].defaults, **(ck.get("dataset") or {}).get("params", {})}
+            if "clip_cp" not in params:
+                raise ValueError(f"{self.dataset}: its regression target has no map back to centipawns")
+            column = cfg.get("target", "target")  # the column learnt: `target` is the one target_kind names
+            if (params.get("target_kind", "linear") if column == "target" else column) == "win_prob":
+                self._wp_scale = float(params["wp_scale"])
+            else:
+                self._clip = float(params["clip_cp"])
         else:
             raise ValueError(f"{self.dataset}: {self.classes} classes have no score mapping")
         self.sparse = SparseMLP.of(self.model, self.encoder.name) if sparse and self.device.type == "cpu" else None
@@ -213,6 +224,9 @@ class NetworkEvaluator:
             score = (2 * out[:, 0] - 1) * WDL_SCALE
         elif self._cp_per_unit:
             score = out[:, 0] * self._cp_per_unit
+        elif self._wp_scale:  # the win probability's centipawns, its outputs held inside (0, 1)
+            p = np.clip(out[:, 0], WP_EPSILON, 1.0 - WP_EPSILON)
+            score = self._wp_scale * np.log10(p / (1.0 - p))
         else:
             score = out[:, 0] * (2 * self._clip) - self._clip
         if self.pov == "white":

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import torch
 from torch import nn
 
-from pipeline.datasets.datasets import DATASETS, SPLITS, dataset_dir
+from pipeline.datasets.datasets import DATASETS, SPLITS, built_with, dataset_dir
 from pipeline.settings import add_arguments, from_namespace
 from pipeline.store import storage
 from pipeline.store.storage_paths import ObjectPath, StorePath
@@ -263,6 +263,15 @@ def figures_on_test(
     return out
 
 
+def target_cp_unit(dataset: str, target: str, params: dict) -> float:
+    """Centipawns per unit of the target the run learns, for the cp mean absolute error
+    (CP_PER_UNIT; a set built with another clip_cp spans twice that); 0 where the target is not
+    linear in centipawns (another column, or the win probability)."""
+    if target != "target" or params.get("target_kind", "linear") != "linear":
+        return 0.0
+    return 2.0 * params["clip_cp"] if "clip_cp" in params else CP_PER_UNIT.get(dataset, 1.0)
+
+
 def _games(path: Path, rows: int, target: str) -> np.ndarray | None:
     """The game of each of the first `rows` rows of a split file, in the order an unshuffled
     loader reads them; None when the file has no game_id or the target leaves rows out."""
@@ -298,8 +307,14 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
     # in the local cache (storage.cached_copy), since the loader reads every row group once an
     # epoch and the baselines and pretraining read the files again.
     files = {s: storage.local_file(folder / f"{s}.parquet") for s in SPLITS}
-    # The files this run reads (once), and how their rows are oriented (players need it).
-    source = {"name": cfg.dataset, "splits": lineage(folder, files), "pov": rows_pov(files["train"])}
+    # The files this run reads (once), how their rows are oriented (players need it),
+    # and the parameters it was built with (the players map a regression target back by them).
+    source = {
+        "name": cfg.dataset,
+        "splits": lineage(folder, files),
+        "pov": rows_pov(files["train"]),
+        "params": built_with(files["train"]).get("params", {}),
+    }
     loader = LoaderConfig(batch_size=cfg.batch_size, shuffle_buffer=cfg.shuffle_buffer)
     evaluation = LoaderConfig(batch_size=4096, shuffle=False)
     batches = split_batches(preset)  # rows, or pairs of rows drawn inside each split
@@ -353,7 +368,7 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
         counts = np.bincount(targets_and_material(train_b.epoch(0), False)[0].astype(np.int64), minlength=classes)
         weight = torch.tensor(counts.sum() / (classes * counts), dtype=torch.float32, device=device)
     loss_fn = nn.CrossEntropyLoss(weight=weight) if classes else nn.MSELoss()
-    cp_unit = CP_PER_UNIT.get(cfg.dataset, 1.0) if cfg.target == "target" else 0.0  # 0: not centipawns
+    cp_unit = target_cp_unit(cfg.dataset, cfg.target, source["params"])
     t0 = time.monotonic()
     pretrain_epochs = cfg.epochs if cfg.pretrain_epochs < 0 else cfg.pretrain_epochs
     result.pretrain_epochs_asked = pretrain_epochs if hasattr(model, "pretrain") else 0

@@ -117,22 +117,28 @@ def suite_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.suffix.lower() == ".epd" and not p.is_dir())
 
 
-def _search_move(task: tuple[chess.Board, int], evaluator: Evaluator) -> chess.Move:
-    board, depth = task
-    return AlphaBeta(evaluator, depth=depth).search(board).move
+SearchLimit = int | dict
+"""A search's limit: a depth (plies), or AlphaBeta's keyword arguments, e.g. {"nodes": 1261,
+"max_depth": 4, "quiescence": 4} for a node budget with a capture search."""
+
+
+def _search_move(task: tuple[chess.Board, SearchLimit], evaluator: Evaluator) -> chess.Move:
+    board, limit = task
+    return AlphaBeta(evaluator, **({"depth": limit} if isinstance(limit, int) else limit)).search(board).move
 
 
 def choose_moves(
     evaluator_factory: Callable[[], Evaluator],
-    searches: Sequence[tuple[Sequence[EpdPosition], int]],
+    searches: Sequence[tuple[Sequence[EpdPosition], SearchLimit]],
     workers: int = 1,
     progress: Callable[[int], None] | None = None,
 ) -> list[list[chess.Move]]:
-    """For each (positions, depth) of `searches`, the move the evaluator's search to that depth
-    plays in each position: every search fresh (an empty transposition table), so a move depends
-    on its position alone, and all of them in one pool of `workers` processes (evaluator_factory
-    picklable when more than one). progress(1) after each position."""
-    tasks = [(p.board, depth) for positions, depth in searches for p in positions]
+    """For each (positions, limit) of `searches`, the move the evaluator's search to that depth
+    (or within that SearchLimit) plays in each position: every search fresh (an empty
+    transposition table), so a move depends on its position alone, and all of them in one pool
+    of `workers` processes (evaluator_factory picklable when more than one). progress(1) after
+    each position."""
+    tasks = [(p.board, limit) for positions, limit in searches for p in positions]
     moves = ordered_map(
         _search_move, tasks, workers, evaluator_factory, progress=progress and (lambda _done, _total: progress(1))
     )

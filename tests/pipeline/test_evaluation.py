@@ -232,8 +232,13 @@ def test_games_and_suite_moves_do_not_depend_on_the_number_of_processes(tmp_path
     path = tmp_path / "sts_mini.epd"
     path.write_text(STS_LINES)
     positions = load_suite(path).positions
-    searches = [(positions, 1), (positions, 2)]
-    direct = [[AlphaBeta(MaterialEvaluator(), depth=d).search(p.board).move for p in ps] for ps, d in searches]
+    budget = {"nodes": 300, "max_depth": 4, "quiescence": 4}  # a node budget, as at equal time
+    searches = [(positions, 1), (positions, 2), (positions, budget)]
+    direct = [
+        [AlphaBeta(MaterialEvaluator(), **({"depth": d} if isinstance(d, int) else d)).search(p.board).move for p in ps]
+        for ps, d in searches
+    ]
     assert choose_moves(MaterialEvaluator, searches, workers=2) == direct == choose_moves(MaterialEvaluator, searches)
+    assert direct[2] != direct[0]  # the budget is searched, not a depth: some move differs from 1 ply's
     with pytest.raises(ValueError, match="workers is 0"):
         MatchConfig(workers=-1)

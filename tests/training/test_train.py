@@ -187,6 +187,67 @@ def test_network_evaluator_scores_boards_as_the_model_saw_its_rows(store, tmp_pa
 
 
 @pytest.mark.parametrize(
+    "params",
+    [
+        {"target_kind": "linear", "clip_cp": 500},
+        {"target_kind": "win_prob", "wp_scale": 300.0},
+    ],
+)
+def test_a_regression_target_maps_back_to_centipawns_by_the_parameters_its_rows_were_built_with(
+    store, tmp_path, params
+):
+    """The checkpoint records the parameters its rows were built with (not the dataset's defaults:
+    clip_cp 1500, wp_scale 400), and the player maps the target back by them: the linear target
+    through its clip, the win probability through wp_scale x log10(p / (1 - p)), the inverse of
+    the dataset's 1 / (1 + 10^(-cp / wp_scale))."""
+    from pipeline.store.store import Store
+    from training.evaluator import NetworkEvaluator
+
+    built = Store(tmp_path / "built")
+    split = SplitConfig(seed=0, val_fraction=0.2, test_fraction=0.2)
+    build_dataset(store, "sabatelli_regression", {"min_elo": 1500, **params}, split=split, out=built)
+    r = train(
+        TrainConfig(
+            store=str(built.root),
+            dataset="sabatelli_regression",
+            model="mlp_search",
+            hidden=(32,),
+            epochs=3,
+            out=str(tmp_path / "run"),
+        ),
+        log=lambda s: None,
+    )
+    ck = torch.load(r.checkpoint, weights_only=False)
+    assert {k: ck["dataset"]["params"][k] for k in params} == params
+    if params["target_kind"] == "linear":  # the mean error in centipawns by the rows' own clip
+        assert r.test["cp_mae"] == pytest.approx(r.test["mae"] * 1000.0)
+    else:  # the win probability is not linear in centipawns: no such figure
+        assert "cp_mae" not in r.test
+    ev = NetworkEvaluator(r.checkpoint, sparse=False)
+    rows, boards = _test_boards(built, "sabatelli_regression")
+    batch = next(
+        iter(
+            ParquetBatches(
+                dataset_dir(built, "sabatelli_regression") / "test.parquet", LoaderConfig(batch_size=64, shuffle=False)
+            ).epoch(0)
+        )
+    )
+    with torch.no_grad():
+        out = ev.model(get_encoder("bitmap768")(batch))[:, 0].double().numpy()
+    if params["target_kind"] == "linear":
+        expected = out * 1000.0 - 500.0
+    else:
+        p = np.clip(out, 1e-6, 1 - 1e-6)
+        expected = 300.0 * np.log10(p / (1 - p))
+        # the map is the dataset's own inverse: a row's target goes back to its label's centipawns
+        t = np.array([x["target"] for x in rows])
+        cp = 300.0 * np.log10(t / (1 - t))
+        assert np.allclose(1 / (1 + 10 ** (-cp / 300.0)), t)
+    assert np.ptp(expected) > 1.0
+    np.testing.assert_allclose(ev.evaluate(boards), expected, rtol=1e-4, atol=1e-2)  # side to move's view, as the rows
+
+
+@pytest.mark.parametrize(
     "dataset,model",
     [
         ("sabatelli_3class", "mlp3"),  # ReLU and dropout; Black to move mirrored
