@@ -150,6 +150,8 @@ def lubeck_grid(
     return dg.MaterializeResult(
         metadata={
             "table": dg.MetadataValue.md(result.table_md()),
+            "pooled": dg.MetadataValue.md(result.pooled_md()),
+            "score": result.pooled()[-1].score,
             "chart": png_md(png, "Lubeck's grid"),
             "report": dg.MetadataValue.path(str(path)),
             **({"checkpoint": dg.MetadataValue.path(cfg.checkpoint)} if cfg.checkpoint else {}),

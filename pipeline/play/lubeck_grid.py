@@ -445,6 +445,50 @@ class CellResult:
     seconds: float
     """CPU seconds spent playing the cell (summed over processes)."""
     openings: list[str] = field(default_factory=list)
+    points: list[float] = field(default_factory=list)
+    """The network's points in each game of the cell."""
+    starts: list[str] = field(default_factory=list)
+    """The start position of each of those games."""
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """The network's score over the games of several cells (e.g. every cell of one time a move),
+    its 95% interval by the cells' bootstrap clustered by start position (a start recurs in every
+    cell of its kind, so its games are one unit across them), and the Elo difference."""
+
+    label: str
+    games: int
+    wins: int
+    draws: int
+    losses: int
+    score: float
+    score_low: float
+    score_high: float
+
+    @classmethod
+    def of(cls, label: str, cells: Sequence[CellResult]) -> Pooled:
+        points = [x for c in cells for x in c.points]
+        starts = [x for c in cells for x in c.starts]
+        n = len(points)
+        lo, hi = score_interval(points, starts)
+        return cls(
+            label,
+            n,
+            sum(c.wins for c in cells),
+            sum(c.draws for c in cells),
+            sum(c.losses for c in cells),
+            sum(points) / n if n else 0.0,
+            lo,
+            hi,
+        )
+
+    def line(self) -> str:
+        return (
+            f"| {self.label} | {self.games} | {self.wins} {self.draws} {self.losses} | {self.score:.3f} "
+            f"({self.score_low:.3f}-{self.score_high:.3f}) | {fmt_elo(elo_difference(self.score))} "
+            f"({fmt_elo(elo_difference(self.score_low))} to {fmt_elo(elo_difference(self.score_high))}) |"
+        )
 
 
 def score_interval(points: Sequence[float], starts: Sequence[str]) -> tuple[float, float]:
@@ -497,6 +541,8 @@ def cell_result(cell: Cell, results: Sequence[TaskResult], network: str) -> Cell
         float(np.mean(md)) if md else 0.0,
         sum(r.seconds for r in results),
         [r.task.start.id for r in results],
+        points,
+        starts,
     )
 
 
@@ -558,6 +604,20 @@ class GridResult:
             )
         return out
 
+    def pooled(self) -> list[Pooled]:
+        """The network's score at each time a move (every kind and depth cap), then over every game."""
+        by_time = [Pooled.of(f"{t:g} s/move", [c for c in self.cells if c.cell.seconds == t]) for t in self.cfg.seconds]
+        return [*by_time, Pooled.of("all", self.cells)] if len(by_time) > 1 else by_time
+
+    def pooled_md(self) -> str:
+        return "\n".join(
+            [
+                "| Lubeck s/move | games | + = - | score (95% CI) | Elo diff (95% CI) |",
+                "|---|---|---|---|---|",
+                *(p.line() for p in self.pooled()),
+            ]
+        )
+
     def table_md(self) -> str:
         lines = [
             f"| start | depth | Lubeck s/move | nodes/move {self.network} / trad | "
@@ -607,6 +667,9 @@ class GridResult:
             f"{cfg.quiet_max_gap_cp} cp, tactical when by {cfg.tactical_min_gap_cp} cp or more; both not in check "
             f"and the search within +/-{cfg.max_eval_cp} cp.\n\n"
             + self.table_md()
+            + "\n\nPooled over the start kinds and depth caps (the interval clustered by start position "
+            "across the cells):\n\n"
+            + self.pooled_md()
             + f"\n\n{len(self.games)} games, {self.wall_seconds:.0f} s wall with {processes} process(es); "
             f"CPU seconds per cell {min(per_cell, default=0):.0f}-{max(per_cell, default=0):.0f} "
             f"(mean {np.mean(per_cell) if per_cell else 0:.0f}).\n"
@@ -679,4 +742,7 @@ def run_grid(
             f"{c.cell.name}: score {c.score:.2f} ({c.score_low:.2f}-{c.score_high:.2f}), Elo {fmt_elo(c.elo)}, "
             f"depth {c.network_depth:.1f} / {c.material_depth:.1f}, {c.seconds:.0f} s"
         )
-    return GridResult(network_name, out, starts, nps, measured, cfg, games, time.monotonic() - t0)
+    result = GridResult(network_name, out, starts, nps, measured, cfg, games, time.monotonic() - t0)
+    for p in result.pooled():
+        log(f"{p.label}: score {p.score:.3f} ({p.score_low:.3f}-{p.score_high:.3f}) over {p.games} games")
+    return result

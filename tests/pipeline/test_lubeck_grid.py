@@ -6,10 +6,12 @@ tests/assets/test_lubeck_grid_asset.py."""
 import math
 
 import chess
+import numpy as np
 import pytest
 
 from pipeline.play.lubeck_grid import (
     Cell,
+    CellResult,
     GridConfig,
     GridResult,
     StartPosition,
@@ -158,6 +160,53 @@ def test_cell_scores_and_elo_with_intervals():
     assert elo_difference(0.75) == pytest.approx(190.85, abs=0.01)
     assert elo_difference(1.0) == math.inf and elo_difference(0.0) == -math.inf
     assert math.isclose(elo_difference(0.25), -elo_difference(0.75))
+
+
+def _cell(kind: str, seconds: float, points: list[float], starts: list[str]) -> CellResult:
+    w, d, lost = (sum(x == v for x in points) for v in (1.0, 0.5, 0.0))
+    return CellResult(
+        Cell(kind, 2, seconds),
+        len(points),
+        w,
+        d,
+        lost,
+        0,
+        sum(points) / len(points),
+        0,
+        1,
+        0,
+        0,
+        0,
+        1,
+        1,
+        1,
+        1,
+        1,
+        sorted(set(starts)),
+        points,
+        starts,
+    )
+
+
+def test_the_report_pools_each_time_a_move_and_every_game_clustered_by_start_position():
+    """Pooled over kinds and caps: the score is the games' mean, the counts add up, and the
+    interval resamples start positions (a start's games in every cell move together)."""
+    cells = [
+        _cell("quiet", 1.0, [1.0, 0.5, 0.0, 1.0], ["q1", "q1", "q2", "q2"]),
+        _cell("tactical", 1.0, [1.0, 1.0, 0.5, 1.0], ["t1", "t1", "t2", "t2"]),
+        _cell("quiet", 2.0, [0.0, 0.0, 0.5, 0.5], ["q1", "q1", "q2", "q2"]),
+    ]
+    cfg = GridConfig(depths=(2,), seconds=(1.0, 2.0))
+    grid = GridResult("net", cells, {}, {}, False, cfg, [], 1.0)
+    one, two, every = grid.pooled()
+    assert (one.label, one.games, one.wins, one.draws, one.losses, one.score) == ("1 s/move", 8, 5, 2, 1, 6 / 8)
+    assert (two.games, two.score) == (4, 0.25) and (every.games, every.score) == (12, 7 / 12)
+    # two clusters' mean scores: q1 (1, .5, 0, 0) and q2 (0, 1, .5, .5) pool with t1, t2 across cells
+    by_start = {"q1": [1.0, 0.5, 0.0, 0.0], "q2": [0.0, 1.0, 0.5, 0.5], "t1": [1.0, 1.0], "t2": [0.5, 1.0]}
+    assert every.score_low < 7 / 12 < every.score_high
+    assert every.score_low >= min(np.mean(v) for v in by_start.values())
+    assert "| all | 12 | 5 4 3 | 0.583 (" in grid.report_md()
+    assert GridResult("net", cells[:1], {}, {}, False, GridConfig(seconds=(1.0,)), [], 1.0).pooled_md().count("\n") == 2
 
 
 @pytest.mark.parametrize("quiescence", [0, 2])
