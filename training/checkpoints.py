@@ -27,7 +27,7 @@ from training.baselines import material
 from training.choices import Device, check_choice
 from training.data import ParquetBatches
 from training.encoders import get_encoder
-from training.models import PRESETS, build_model
+from training.models import PRESETS, ModelSpec, build_model
 
 CP_PER_UNIT = {
     **{name: 2 * spec.defaults["clip_cp"] for name, spec in DATASETS.items() if "clip_cp" in spec.defaults},
@@ -75,12 +75,23 @@ def rows_pov(train: Path) -> Pov:
     return "side_to_move" if pc.any(pq.read_table(train, columns=["mirrored"])["mirrored"]).as_py() else "white"
 
 
+def model_spec(fields: dict) -> ModelSpec:
+    """A ModelSpec from its fields as a checkpoint records them (asdict; lists where tuples were)."""
+    tuples = {
+        k: tuple(tuple(x) if isinstance(x, list) else x for x in v)
+        for k, v in fields.items()
+        if isinstance(v, list | tuple)
+    }
+    return ModelSpec(**{**fields, **tuples})
+
+
 def load_model(path: StorePath | str, device: str = "cpu") -> tuple[nn.Module, dict]:
     """The best model of a checkpoint (a file, or an object of an S3 store), and the checkpoint
     (config, encoder, lineage, history)."""
     ck = load_checkpoint(path, map_location=device)
     cfg = ck["config"]
-    preset = PRESETS[cfg["model"]]
+    # a run of a spec no preset is (train's `preset` hook) records it whole; else the named preset
+    preset = model_spec(cfg["preset"]) if cfg.get("preset") else PRESETS[cfg["model"]]
     if cfg.get("hidden"):
         preset = dataclasses.replace(preset, hidden=tuple(cfg["hidden"]))
     encoder = get_encoder(ck["encoder"]["name"])

@@ -68,6 +68,23 @@ def test_a_study_preset_trains_and_resumes_only_a_checkpoint_of_the_same_spec(st
     assert any(line.startswith("resuming from") for line in logs)
 
 
+def test_a_study_presets_checkpoint_loads_and_plays_as_its_own_spec(store, tmp_path):
+    """A spec no preset is (here the named preset mlp3's shape without its dropout layers, whose
+    layer numbering therefore differs) loads by the spec its checkpoint records, not the named one."""
+    from training.checkpoints import load_model
+    from training.evaluator import load_evaluator
+    from training.models import PRESETS
+
+    spec = dataclasses.replace(PRESETS["mlp3"], hidden=(32, 16), dropout=0.0)
+    r = train(_cfg(store, tmp_path, epochs=1, model="mlp3"), QUIET, preset=spec)
+    model, ck = load_model(r.checkpoint)
+    assert not any(isinstance(m, torch.nn.Dropout) for m in model.modules())
+    assert [p.shape[0] for p in model.parameters() if p.ndim == 2] == [32, 16, 3]
+    import chess
+
+    assert np.isfinite(load_evaluator(r.checkpoint).evaluate([chess.Board()])).all()
+
+
 def test_class_weight_weighs_each_class_by_its_inverse_frequency(store, tmp_path):
     """With lr 0 the weights stay as initialised, so epoch 0's train loss is the initial model's
     cross entropy over train, weighted by n / (3 * count) per class (computed here by hand)."""
