@@ -120,6 +120,9 @@ class SabatelliClassSearchParams(SabatelliParams):
 class SabatelliSearchParams(SabatelliClassSearchParams, SabatelliRegressionParams):
     search_children: tuple[int, ...] = (2, 1, 1)
     """One round each: children of every train row so far a round adds (pipeline.datasets.search_positions)."""
+    target_kind: TargetKind = "win_prob"
+    """linear or win_prob: which one is `target` (both are columns). The search's set learns the win
+    probability, where a centipawn near equality weighs more than one of a won position."""
 
 
 @dataclass(frozen=True)
