@@ -6,12 +6,25 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pipeline.research.intervals import mean_interval
 
-if TYPE_CHECKING:
-    from pipeline.play.lubeck_grid import CellResult
+
+class GameCounts(Protocol):
+    """What pooling needs of a cell (pipeline.play.lubeck_grid.CellResult is one): its games'
+    points and start positions, and its wins, draws and losses."""
+
+    @property
+    def points(self) -> Sequence[float]: ...
+    @property
+    def starts(self) -> Sequence[str]: ...
+    @property
+    def wins(self) -> int: ...
+    @property
+    def draws(self) -> int: ...
+    @property
+    def losses(self) -> int: ...
 
 
 def elo_difference(score: float) -> float:
@@ -53,7 +66,7 @@ class Pooled:
     score_high: float
 
     @classmethod
-    def of(cls, label: str, cells: Sequence[CellResult]) -> Pooled:
+    def of(cls, label: str, cells: Sequence[GameCounts]) -> Pooled:
         points = [x for c in cells for x in c.points]
         starts = [x for c in cells for x in c.starts]
         n = len(points)
