@@ -15,7 +15,9 @@ ratio, which grows with the model's per-call overhead.
 A checkpoint of an MLP over bitmap768 plays as numpy on the CPU (training.evaluator.SparseMLP);
 it is timed against the same network through torch (the baseline), both must choose the same
 moves, and each network's cost a node is given as a multiple of the traditional evaluation's
-(what Lubeck's grid charges it). Target: the numpy MLP within 1.5x of the traditional
+(what Lubeck's grid charges it). The traditional evaluation is also timed reading the store's
+encoding (board_arrays) in place of the piece bits it reads (board_bits): the lean encoding's
+gain, the same moves. Target: the numpy MLP within 1.5x of the traditional
 evaluation's cost a node with 4 plies of captures (`--quiescence 4`, as the grid plays).
 """
 
@@ -33,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 import chess  # noqa: E402
 import numpy as np  # noqa: E402
 
-from pipeline.play.search import AlphaBeta, MaterialEvaluator  # noqa: E402
+from pipeline.play.search import AlphaBeta, MaterialEvaluator, board_arrays  # noqa: E402
 
 STS = ROOT.parent / "shared" / "data" / "epd" / "STS1-STS15_LAN_v3.epd"
 
@@ -47,6 +49,17 @@ class OneByOne:
 
     def evaluate(self, boards):
         return np.concatenate([np.asarray(self.inner.evaluate([b]), dtype=np.float64) for b in boards])
+
+
+class ViaStoreEncoding(MaterialEvaluator):
+    """The traditional evaluation reading the store's encoding (board_arrays: packed planes,
+    castling) as every evaluator did before board_bits: the baseline of the lean encoding."""
+
+    name = "material_pst via board_arrays"
+
+    def evaluate(self, boards):
+        planes, white, _ = board_arrays(boards)
+        return self.score_bits(np.unpackbits(planes, axis=1, bitorder="little"), white)
 
 
 def positions(n: int) -> list[chess.Board]:
@@ -101,6 +114,10 @@ def main() -> None:
             f"{ev.name:>48}: batched {nodes / t_ours:9,.0f} nodes/s, one by one {nodes / t_base:9,.0f} nodes/s, "
             f"ratio {t_base / t_ours:.2f}x ({same}/{len(boards)} same moves)"
         )
+    t_lean, _, lean = run(evaluators[0], boards, args.depth, args.quiescence)
+    t_store, _, store = run(ViaStoreEncoding(), boards, args.depth, args.quiescence)
+    same = sum(a == b for a, b in zip(lean, store))
+    print(f"{'board_bits over board_arrays':>48}: {t_store / t_lean:.2f}x ({same}/{len(boards)} same moves)")
     material = rate.pop(evaluators[0].name)
     for name, r in rate.items():
         print(f"{name:>48}: {material / r:.2f}x the traditional evaluation's cost a node")

@@ -1,6 +1,6 @@
 """benchmarks/search.py with an MLP checkpoint (synthetic data, no Stockfish): the numpy MLP is
-timed against the same network in torch and the traditional evaluation, and all choose as they
-should."""
+timed against the same network in torch and the traditional evaluation (the latter also through
+the store's encoding), and all choose as they should."""
 
 import re
 import subprocess
@@ -33,3 +33,5 @@ def test_the_numpy_mlp_is_timed_against_torch_with_the_same_moves(tmp_path):
     costs = re.findall(r"([\d.]+)x the traditional evaluation's cost a node", out)
     assert len(costs) == 2 and all(float(c) > 0 for c in costs)
     assert re.search(r"numpy over torch: [\d.]+x \(3/3 same moves\)", out), out
+    # the store's encoding, the lean encoding's baseline, plays the same moves
+    assert re.search(r"board_bits over board_arrays: [\d.]+x \(3/3 same moves\)", out), out

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from pipeline.datasets.datasets import DATASETS
-from pipeline.play.search import board_arrays
+from pipeline.play.search import board_arrays, board_bits, white_to_move
 from training.checkpoints import CP_PER_UNIT, load_checkpoint, load_model, resolve_device, rows_pov
 from training.encoders import Batch, get_encoder
 
@@ -69,10 +69,6 @@ def _mirror_index() -> np.ndarray:
     return ((j // 64 + 6) % 12) * 64 + ((j % 64) ^ 56)
 
 
-_BYTE_BITS = np.array([[i for i in range(8) if v >> i & 1] + [-1] * (8 - v.bit_count()) for v in range(256)])
-"""(256, 8) the set bits of each byte value, lowest first, then -1."""
-
-
 class SparseMLP:
     """An MLP over the 768 piece bits (bitmap768) as numpy arithmetic: the same scores as the
     torch model, at a fraction of its cost a call. The first layer sums the weight rows of the
@@ -80,7 +76,8 @@ class SparseMLP:
     norm is folded into the linear layer before it, and dropout is gone (an evaluation). The
     search calls its evaluator once a capture node with one board, where torch's fixed costs
     (its encoder's tensor operations, each layer's call) were most of the work: about 430 us a
-    board against 60 here, measured on this machine (benchmarks/search.py times whole searches)."""
+    board against 60 here, measured on this machine (benchmarks/search.py times whole searches).
+    It reads the piece bits straight from the boards (board_bits), not the store's encoding."""
 
     ACTIVATIONS = {
         "ReLU": lambda x: np.maximum(x, 0.0),
@@ -131,21 +128,16 @@ class SparseMLP:
             return None
         return cls([(w, b, a) for w, b, a in layers])
 
-    def __call__(self, planes: np.ndarray, mirrored: np.ndarray) -> np.ndarray:
-        """(N, outputs) float32 from the store's planes (N, 96) uint8 and which rows to mirror."""
-        # The set bits: byte j of a row holds squares 8(j % 8) .. +7 of plane j // 8, so bit i of it
-        # is feature 8j + i (plane * 64 + square); a board's features come out in order, row by row.
-        r, j = np.nonzero(planes)
-        bit = _BYTE_BITS[planes[r, j]]
-        keep = bit >= 0
-        cols = ((j * 8)[:, None] + bit)[keep]
-        rows = np.broadcast_to(r[:, None], bit.shape)[keep]
+    def __call__(self, bits: np.ndarray, mirrored: np.ndarray) -> np.ndarray:
+        """(N, outputs) float32 from the piece bits (N, 768) (pipeline.play.search.board_bits, the
+        store's planes unpacked) and which rows to mirror."""
+        rows, cols = np.nonzero(bits)  # a board's features in order, row by row
         cols = cols + 768 * mirrored[rows]
-        if len(planes) <= 1:
-            h = self.first[cols].sum(0, keepdims=True)[: len(planes)]
+        if len(bits) <= 1:
+            h = self.first[cols].sum(0, keepdims=True)[: len(bits)]
         else:  # each row's features side by side, padded with the zero row: one gather, one sum
-            counts = np.bincount(rows, minlength=len(planes))
-            idx = np.full((len(planes), max(int(counts.max()), 1)), 2 * 768)
+            counts = np.bincount(rows, minlength=len(bits))
+            idx = np.full((len(bits), max(int(counts.max()), 1)), 2 * 768)
             idx[rows, np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows]] = cols
             h = self.first[idx].sum(1)
         h = h + self.bias
@@ -211,11 +203,12 @@ class NetworkEvaluator:
             threadpool_limits(threads, user_api="blas")  # numpy's matrix products, as torch's above (process-wide)
 
     def evaluate(self, boards: Sequence[chess.Board]) -> np.ndarray:
-        planes, white, castling = board_arrays(boards)
+        white = white_to_move(boards)
         mirrored = ~white if self.pov == "side_to_move" else np.zeros_like(white)
         if self.sparse is not None:
-            out = self.sparse(planes, mirrored).astype(np.float64)
+            out = self.sparse(board_bits(boards), mirrored).astype(np.float64)
         else:
+            planes, _, castling = board_arrays(boards)
             out = self._forward(planes, white, castling, mirrored)
         if self._values is not None:
             e = np.exp(out - out.max(1, keepdims=True))

@@ -57,8 +57,42 @@ def board_arrays(boards: Sequence[chess.Board]) -> tuple[np.ndarray, np.ndarray,
         dtype=np.uint64,
     ).reshape(-1, 8)
     planes = pack_planes(planes_from_records(*rec[:, :7].T))
-    white = np.fromiter((b.turn for b in boards), dtype=bool, count=len(boards))
+    white = white_to_move(boards)
     return planes, white, castling_bits(rec[:, 7])
+
+
+def _piece_boards(board: chess.Board) -> tuple[int, ...]:
+    """The 12 piece bitboards of a board in the store's plane order (P N B R Q K p n b r q k)."""
+    black, white = board.occupied_co
+    p, n, b, r, q, k = board.pawns, board.knights, board.bishops, board.rooks, board.queens, board.kings
+    return (
+        p & white,
+        n & white,
+        b & white,
+        r & white,
+        q & white,
+        k & white,
+        p & black,
+        n & black,
+        b & black,
+        r & black,
+        q & black,
+        k & black,
+    )
+
+
+def board_bits(boards: Sequence[chess.Board]) -> np.ndarray:
+    """(N, 768) uint8 piece bits, feature plane * 64 + square (a1 = 0), the store's planes
+    unpacked: what the evaluators read, straight from python-chess's bitboards. A search calls
+    its evaluator with one board a capture node, where `board_arrays` (store encoding, castling)
+    cost more than the evaluation itself."""
+    rec = np.array([_piece_boards(b) for b in boards], dtype="<u8").reshape(-1, 12)
+    return np.unpackbits(rec.view(np.uint8), axis=1, bitorder="little")
+
+
+def white_to_move(boards: Sequence[chess.Board]) -> np.ndarray:
+    """(N,) bool: whether White is to move on each board."""
+    return np.fromiter((b.turn for b in boards), dtype=bool, count=len(boards))
 
 
 # Simplified Evaluation Function (Tomasz Michniewski): material and piece-square tables, from
@@ -182,8 +216,11 @@ class MaterialEvaluator:
             self.name = name
 
     def evaluate(self, boards: Sequence[chess.Board]) -> np.ndarray:
-        planes, white, _ = board_arrays(boards)
-        bits = np.unpackbits(planes, axis=1, bitorder="little").astype(np.float32)  # (N, 768): plane*64 + sq
+        return self.score_bits(board_bits(boards), white_to_move(boards))
+
+    def score_bits(self, bits: np.ndarray, white: np.ndarray) -> np.ndarray:
+        """Scores (side to move's view) of piece bits (N, 768) (board_bits) and White to move (N,)."""
+        bits = bits.astype(np.float32)
         phase = np.minimum(bits.reshape(-1, 12, 64).sum(2) @ PHASE_UNITS, 24.0) / 24.0
         score = phase * (bits @ self.middle) + (1.0 - phase) * (bits @ self.end)
         return np.where(white, score, -score)

@@ -15,6 +15,7 @@ from pipeline.play.search import (
     RandomPlayer,
     StockfishPlayer,
     board_arrays,
+    board_bits,
 )
 
 MATE_IN_2 = "r2qkb1r/pp2nppp/3p4/2pNN1B1/2BnP3/3P4/PPP2PPP/R2bK2R w KQkq - 1 1"  # 1. Nf6+ gxf6 2. Bxf7#
@@ -287,6 +288,22 @@ def test_board_arrays_match_the_store_encoding():
     back = board_from_row(planes[0].tobytes(), "w", int(castling[0]), None, 0, 12)
     assert back.board_fen() == board.board_fen() and back.castling_rights == board.castling_rights
     assert white[0] and castling[0] == 1 | 8
+
+
+def test_board_bits_are_the_store_planes_unpacked_and_name_each_piece():
+    boards, rng, b = [], random.Random(5), chess.Board()
+    while len(boards) < 300:  # random games: promotions, en passant, castled kings, bare endings
+        b = chess.Board() if b.is_game_over() else b
+        b.push(rng.choice(list(b.legal_moves)))
+        boards.append(b.copy(stack=False))
+    bits = board_bits(boards)
+    assert bits.shape == (300, 768) and bits.dtype == np.uint8
+    np.testing.assert_array_equal(bits, np.unpackbits(board_arrays(boards)[0], axis=1, bitorder="little"))
+    planes = "PNBRQKpnbrqk"  # feature plane * 64 + square, a1 = 0: checked against python-chess's own map
+    for board, row in zip(boards[::37], bits[::37]):
+        named = {int(f) % 64: planes[int(f) // 64] for f in np.flatnonzero(row)}
+        assert named == {sq: p.symbol() for sq, p in board.piece_map().items()}
+    assert board_bits([]).shape == (0, 768)
 
 
 def test_random_and_stockfish_players_play_legal_moves(stockfish):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.play.search import board_arrays
+from pipeline.play.search import board_arrays, board_bits
 from training.encoders import Batch, get_encoder
 from training.evaluator import SparseMLP
 from training.models import PRESETS, build_model
@@ -50,8 +50,9 @@ def test_numpy_gives_the_torch_models_outputs(preset, outputs):
         batch = Batch(*(torch.from_numpy(a) for a in (planes, white, castling, mirrored)))
         expected = model(get_encoder("bitmap768")(batch)).numpy()
     assert np.ptp(expected) > 0.01  # outputs that differ by board, so a mix-up of rows shows
-    np.testing.assert_allclose(sparse(planes, mirrored), expected, rtol=1e-4, atol=1e-5)
-    one = np.concatenate([sparse(planes[i : i + 1], mirrored[i : i + 1]) for i in range(len(boards))])
+    bits = board_bits(boards)  # what the evaluator gives it; torch above reads the store's encoding
+    np.testing.assert_allclose(sparse(bits, mirrored), expected, rtol=1e-4, atol=1e-5)
+    one = np.concatenate([sparse(bits[i : i + 1], mirrored[i : i + 1]) for i in range(len(boards))])
     np.testing.assert_allclose(one, expected, rtol=1e-4, atol=1e-5)
 
 
