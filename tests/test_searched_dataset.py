@@ -158,7 +158,7 @@ def test_an_engine_that_never_evaluates_fails_the_build_in_one_line_and_leaves_t
 
 
 def test_the_model_asset_trains_on_every_row_of_the_grown_set_and_its_checkpoint_plays(built):
-    """`chess-pipeline train mlp_search_regression`: 768-256-32-1 (mlp_search) on every grown train
+    """`chess-pipeline train mlp_search_regression`: 768-512-32-1 (mlp_search) on every grown train
     row (the full profile), tested on sabatelli_regression's test positions in centipawns, its
     figures in model_metrics; the checkpoint is one the search's evaluator loads and scores."""
     from training.evaluator import load_evaluator
@@ -179,7 +179,7 @@ def test_the_model_asset_trains_on_every_row_of_the_grown_set_and_its_checkpoint
     config = ck["config"]
     assert (config["dataset"], config["model"], config["encoder"]) == (NAME, "mlp_search", "bitmap768")
     shapes = [tuple(w.shape) for k, w in ck["model"].items() if k.endswith(".weight")]
-    assert shapes == [(256, 768), (32, 256), (1, 32)]  # 768-256-32-1
+    assert shapes == [(512, 768), (32, 512), (1, 32)]  # 768-512-32-1
     # The search's evaluator (numpy, side to move's centipawns of the win probability) on the test
     # positions, taken back to the win probability, errs by the MSE training measured in torch:
     # the checkpoint plays the network that was scored (its outputs held inside (0, 1) by then).

@@ -118,8 +118,10 @@ class SabatelliClassSearchParams(SabatelliParams):
 
 @dataclass(frozen=True)
 class SabatelliSearchParams(SabatelliClassSearchParams, SabatelliRegressionParams):
-    search_children: tuple[int, ...] = (2, 1, 1)
-    """One round each: children of every train row so far a round adds (pipeline.datasets.search_positions)."""
+    search_children: tuple[int, ...] = (2, 1, 1, 1)
+    """One round each: children of every train row so far a round adds (pipeline.datasets.search_positions).
+    Four rounds: the set mlp_search learnt the evaluation that plays best at equal time from
+    (docs/results/lubeck-grid.md, "At equal time")."""
     target_kind: TargetKind = "win_prob"
     """linear or win_prob: which one is `target` (both are columns). The search's set learns the win
     probability, where a centipawn near equality weighs more than one of a won position."""

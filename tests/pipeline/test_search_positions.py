@@ -103,7 +103,7 @@ def test_the_searched_set_is_the_regression_sets_sql_on_static_labels_with_three
     spec = DATASETS[SEARCHED]
     assert spec.sql == "sabatelli_regression" and spec.search and not spec.classes
     values = dataset_values(SEARCHED)
-    assert values["label_kind"] == "static" and values["search_children"] == (2, 1, 1)
+    assert values["label_kind"] == "static" and values["search_children"] == (2, 1, 1, 1)
     # the regression set's settings but its target: the win probability, which the search plays best
     assert values["target_kind"] == "win_prob"
     base = dataset_values("sabatelli_regression")
