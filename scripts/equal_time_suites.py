@@ -11,7 +11,7 @@ fresh (evaluation.choose_moves). For each time a move it prints both sides' STS 
 and best moves, paired position by position, with its 95% interval.
 
     python scripts/equal_time_suites.py --checkpoint STORE/models/mlp_search_regression/RUN/checkpoint.pt \
-        --material-nps 25215 --network-nps 20701
+        --material-nps 25215 --network-nps 19854
 """
 
 from __future__ import annotations
