@@ -90,7 +90,7 @@ def test_rounds_of_children_of_the_rows_before_each_labelled_by_stockfishs_eval(
     assert rows.slice(0, len(train)).column("target").equals(train.column("win_prob"))
     assert set(rows.column("dataset").to_pylist()) == {NAME} and len(set(rows.column("materialised_at"))) == 1
     rounds = _rounds(stdout)
-    assert len(rounds) == 3 and all(rounds) and len(rows) == len(train) + sum(rounds)
+    assert len(rounds) == 4 and all(rounds) and len(rows) == len(train) + sum(rounds)  # the default's four
 
     held = set(train.column("position_key").to_pylist())  # the game positions (some in many games)
     for split in ("val", "test"):
@@ -98,7 +98,7 @@ def test_rounds_of_children_of_the_rows_before_each_labelled_by_stockfishs_eval(
     added = rows.slice(len(train)).column("position_key").to_pylist()
     assert len(set(added)) == len(added) and not set(added) & held  # each once, none held out
 
-    # Rounds 1 and 2: each row a child of a row before its round (round 3 grows the same way).
+    # Rounds 1 and 2: each row a child of a row before its round (rounds 3 and 4 grow the same way).
     before = _boards(train)
     for r, n in enumerate(rounds[:2]):
         start = len(before)
