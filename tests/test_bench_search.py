@@ -34,4 +34,4 @@ def test_the_numpy_mlp_is_timed_against_torch_with_the_same_moves(tmp_path):
     assert len(costs) == 2 and all(float(c) > 0 for c in costs)
     assert re.search(r"numpy over torch: [\d.]+x \(3/3 same moves\)", out), out
     # the store's encoding, the lean encoding's baseline, plays the same moves
-    assert re.search(r"board_bits over board_arrays: [\d.]+x \(3/3 same moves\)", out), out
+    assert re.search(r"board_bits over the store's encoding: [\d.]+x \(3/3 same moves\)", out), out

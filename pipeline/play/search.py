@@ -26,7 +26,7 @@ import chess
 import chess.engine
 import numpy as np
 
-from pipeline.ingest.encoding import castling_bits, pack_planes, planes_from_records
+from pipeline.ingest.encoding import castling_bits, pack_planes
 
 MATE = 100_000
 """Score of delivering mate now; a mate n plies away scores MATE - n."""
@@ -49,16 +49,8 @@ class Evaluator(Protocol):
 def board_arrays(boards: Sequence[chess.Board]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The store's encoding of boards (as ingest writes it): planes (N, 96) uint8, White to move
     (N,) bool, castling bits (N,) uint8 (K=1 Q=2 k=4 q=8)."""
-    rec = np.array(
-        [
-            (b.pawns, b.knights, b.bishops, b.rooks, b.queens, b.kings, b.occupied_co[chess.WHITE], b.castling_rights)
-            for b in boards
-        ],
-        dtype=np.uint64,
-    ).reshape(-1, 8)
-    planes = pack_planes(planes_from_records(*rec[:, :7].T))
-    white = white_to_move(boards)
-    return planes, white, castling_bits(rec[:, 7])
+    rights = np.fromiter((b.castling_rights for b in boards), dtype=np.uint64, count=len(boards))
+    return _packed_planes(boards), white_to_move(boards), castling_bits(rights)
 
 
 def _piece_boards(board: chess.Board) -> tuple[int, ...]:
@@ -84,10 +76,14 @@ def _piece_boards(board: chess.Board) -> tuple[int, ...]:
 def board_bits(boards: Sequence[chess.Board]) -> np.ndarray:
     """(N, 768) uint8 piece bits, feature plane * 64 + square (a1 = 0), the store's planes
     unpacked: what the evaluators read, straight from python-chess's bitboards. A search calls
-    its evaluator with one board a capture node, where `board_arrays` (store encoding, castling)
-    cost more than the evaluation itself."""
-    rec = np.array([_piece_boards(b) for b in boards], dtype="<u8").reshape(-1, 12)
-    return np.unpackbits(rec.view(np.uint8), axis=1, bitorder="little")
+    its evaluator with one board a capture node, where building the store's encoding (castling
+    bits too, planes split by colour in numpy) cost more than the evaluation itself."""
+    return np.unpackbits(_packed_planes(boards), axis=1, bitorder="little")
+
+
+def _packed_planes(boards: Sequence[chess.Board]) -> np.ndarray:
+    """(N, 96) uint8: the store's planes column (pack_planes) of the boards' piece bitboards."""
+    return pack_planes(np.array([_piece_boards(b) for b in boards], dtype=np.uint64).reshape(-1, 12))
 
 
 def white_to_move(boards: Sequence[chess.Board]) -> np.ndarray:

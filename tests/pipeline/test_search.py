@@ -7,6 +7,7 @@ import chess
 import numpy as np
 import pytest
 
+from pipeline.ingest.encoding import pack_planes, planes_from_records
 from pipeline.play.search import (
     MATE,
     TRADITIONAL_TABLES,
@@ -298,7 +299,14 @@ def test_board_bits_are_the_store_planes_unpacked_and_name_each_piece():
         boards.append(b.copy(stack=False))
     bits = board_bits(boards)
     assert bits.shape == (300, 768) and bits.dtype == np.uint8
-    np.testing.assert_array_equal(bits, np.unpackbits(board_arrays(boards)[0], axis=1, bitorder="little"))
+    # the store's planes as ingest builds them: piece-type bitboards split by colour
+    rec = np.array(
+        [(b.pawns, b.knights, b.bishops, b.rooks, b.queens, b.kings, b.occupied_co[chess.WHITE]) for b in boards],
+        dtype=np.uint64,
+    )
+    stored = pack_planes(planes_from_records(*rec.T))
+    np.testing.assert_array_equal(bits, np.unpackbits(stored, axis=1, bitorder="little"))
+    np.testing.assert_array_equal(board_arrays(boards)[0], stored)
     planes = "PNBRQKpnbrqk"  # feature plane * 64 + square, a1 = 0: checked against python-chess's own map
     for board, row in zip(boards[::37], bits[::37]):
         named = {int(f) % 64: planes[int(f) // 64] for f in np.flatnonzero(row)}
