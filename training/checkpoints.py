@@ -90,10 +90,16 @@ def load_model(path: StorePath | str, device: str = "cpu") -> tuple[nn.Module, d
     (config, encoder, lineage, history)."""
     ck = load_checkpoint(path, map_location=device)
     cfg = ck["config"]
-    # a run of a spec no preset is (train's `preset` hook) records it whole; else the named preset
-    preset = model_spec(cfg["preset"]) if cfg.get("preset") else PRESETS[cfg["model"]]
-    if cfg.get("hidden"):
-        preset = dataclasses.replace(preset, hidden=tuple(cfg["hidden"]))
+    state = ck["best_model"] or ck["model"]
+    if cfg.get("preset"):  # the spec trained, as the run recorded it
+        preset = model_spec(cfg["preset"])
+    else:  # a checkpoint from before runs recorded their spec: the named preset as it is now
+        preset = PRESETS[cfg["model"]]
+        if cfg.get("hidden"):
+            preset = dataclasses.replace(preset, hidden=tuple(cfg["hidden"]))
+        elif preset.kind == "mlp" and not preset.count_logits:  # its widths may have changed since
+            linear = [tuple(t.shape) for k, t in state.items() if k.startswith("net.") and k.endswith(".weight")]
+            preset = dataclasses.replace(preset, hidden=tuple(s[0] for s in linear if len(s) == 2)[:-1])
     encoder = get_encoder(ck["encoder"]["name"])
     if encoder.version != ck["encoder"]["version"]:
         raise ValueError(
@@ -101,7 +107,7 @@ def load_model(path: StorePath | str, device: str = "cpu") -> tuple[nn.Module, d
         )
     classes = DATASETS[cfg["dataset"]].classes
     model = build_model(preset, encoder.shape, classes or 1)
-    model.load_state_dict(ck["best_model"] or ck["model"])
+    model.load_state_dict(state)
     model.eval()
     return model, ck
 

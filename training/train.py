@@ -282,8 +282,9 @@ def _games(path: Path, rows: int, target: str) -> np.ndarray | None:
 
 def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> TrainResult:
     """Train cfg's model on cfg's dataset. `preset`: a ModelSpec in place of cfg.model's named
-    one (the hook of a study's variant, scripts/material_study.py: one that no preset is); the
-    checkpoint's config records it, so a run resumes only a checkpoint of the same spec."""
+    one (the hook of a study's variant, scripts/material_study.py: one that no preset is). The
+    checkpoint's config records the spec trained (either kind), so a run resumes only a checkpoint
+    of the same spec and the checkpoint loads as trained after its preset changes."""
     cfg.check()  # again: a field may have been set after the config was made
     spec = DATASETS[cfg.dataset]
     custom = preset is not None
@@ -335,8 +336,7 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
     ckpt_path = out_dir / "checkpoint.pt"
     config = asdict(cfg)
     config["hidden"] = list(cfg.hidden)
-    if custom:
-        config["preset"] = asdict(preset)
+    config["preset"] = asdict(preset)  # the spec itself: a preset changed later neither loads nor resumes it wrongly
     history: list[dict] = []
     pretrained: list[dict] = []
     start_epoch, best_loss, best_state, bad = 0, float("inf"), None, 0

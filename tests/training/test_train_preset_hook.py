@@ -107,3 +107,26 @@ def test_class_weight_weighs_each_class_by_its_inverse_frequency(store, tmp_path
     val = evaluate(model, ParquetBatches(train_file.with_name("val.parquet"), LoaderConfig(4096, shuffle=False)),
                    get_encoder("bitmap768"), torch.device("cpu"), 3, 0.0, False)  # fmt: skip
     assert r.history[0]["val_loss"] == pytest.approx(val["loss"], rel=1e-5)
+
+
+def test_a_checkpoint_loads_as_trained_after_its_named_preset_changes(store, tmp_path, monkeypatch):
+    """Every run records the spec it trained, so changing a preset's widths later (as mlp_search
+    went from 256 to 512) neither breaks loading its checkpoints nor resumes them; a checkpoint
+    from before specs were recorded takes an MLP's widths from its own weights."""
+    from training import models
+    from training.checkpoints import load_model
+
+    small = dataclasses.replace(models.PRESETS["mlp_search"], hidden=(24, 8))
+    monkeypatch.setitem(models.PRESETS, "mlp_search", small)
+    r = train(_cfg(store, tmp_path / "run", model="mlp_search", epochs=1), QUIET)
+    ck = load_checkpoint(r.checkpoint)
+    assert ck["config"]["hidden"] == [] and tuple(ck["config"]["preset"]["hidden"]) == (24, 8)
+    legacy = tmp_path / "legacy.pt"
+    torch.save({**ck, "config": {k: v for k, v in ck["config"].items() if k != "preset"}}, legacy)
+    monkeypatch.setitem(models.PRESETS, "mlp_search", dataclasses.replace(small, hidden=(40, 4)))
+    for path in (r.checkpoint, legacy):
+        model, _ = load_model(path)
+        assert [tuple(p.shape) for p in model.parameters() if p.dim() == 2] == [(24, 768), (8, 24), (3, 8)], path
+    logs: list[str] = []
+    train(_cfg(store, tmp_path / "run", model="mlp_search", epochs=2), logs.append)
+    assert any("holds another configuration: starting afresh" in line for line in logs)
