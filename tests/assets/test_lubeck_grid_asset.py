@@ -304,6 +304,7 @@ def _unplayable(tmp_path: Path, what: str, source: Path) -> Path:
     elif what == "weights of another shape":
         ck = torch.load(source, weights_only=False)
         ck["config"]["hidden"] = [8]  # the weights are 256 wide
+        ck["config"]["preset"]["hidden"] = [8]  # and the spec the run recorded says so too
         torch.save(ck, path)
     elif what == "deepchess":
         encoder = get_encoder("bitmap773")
