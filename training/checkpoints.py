@@ -151,9 +151,10 @@ def evaluate(
             if per_row is not None:  # float32: numpy takes no bfloat16 (what autocast on CUDA gives)
                 with torch.autocast(device.type, enabled=False):
                     mat = material(batch).float()  # exact pawns, never in bfloat16
-                kept["target"].append(y.float().cpu().numpy())
-                kept["prediction"].append((pred if classes else p.float()).cpu().numpy())
-                kept["material"].append(mat.cpu().numpy())
+                # copies, as training.baselines.targets_and_material keeps them (a view holds its tensor)
+                kept["target"].append(y.float().cpu().numpy().copy())
+                kept["prediction"].append((pred if classes else p.float()).cpu().numpy().copy())
+                kept["material"].append(mat.cpu().numpy().copy())
             total += len(y)
     if per_row is not None:
         per_row.update({k: np.concatenate(v) if v else np.zeros(0, np.float32) for k, v in kept.items()})
