@@ -8,7 +8,9 @@ tables, pipeline.play.search.MaterialEvaluator) searches `material_nps` nodes a 
 network `network_nps`, both with the grid's capture search and depth cap. Every search starts
 fresh (evaluation.choose_moves). For each time a move it prints both sides' STS points with their
 95% interval (a bootstrap over positions), the best moves found, and the network's lead: points
-and best moves, paired position by position, with its 95% interval.
+and best moves, paired position by position, with its 95% interval. A suite of best moves
+alone (Win At Chess: `--suite wac.epd`) has no points: each side's count of best moves found
+carries its interval instead.
 
     python scripts/equal_time_suites.py --checkpoint STORE/models/mlp_search_regression/RUN/checkpoint.pt \
         --material-nps 25215 --network-nps 19854
@@ -68,6 +70,7 @@ def main(argv: list[str] | None = None) -> None:
         "| lead in points (95%, paired) | lead in best moves (95%) |"
     )
     print("|---|---|---|---|---|---|")
+    n = len(positions)
     for seconds in a.seconds:
         limits = [
             {"nodes": node_budget(seconds, nps, a.time_scale), "max_depth": a.max_depth, "quiescence": a.quiescence}
@@ -77,23 +80,29 @@ def main(argv: list[str] | None = None) -> None:
         (net_moves,) = choose_moves(network, [(positions, limits[0])], a.workers)
         (trad_moves,) = choose_moves(MaterialEvaluator, [(positions, limits[1])], a.workers)
         net, trad = score_suite(positions, net_moves), score_suite(positions, trad_moves)
-        points = mean_interval([x - y for (_, x), (_, y) in zip(net.got, trad.got, strict=True)])
+        pointed = [x - y for (_, x), (_, y) in zip(net.got, trad.got, strict=True)]  # empty: no STS points
         best = mean_interval(
             [
                 int(bool(solved(p, m))) - int(bool(solved(p, t)))
                 for p, m, t in zip(positions, net_moves, trad_moves, strict=True)
             ]
         )
-        n = len(positions)
 
-        def cell(s) -> str:
+        def cell(s, moves) -> str:
             i = s.points_interval()
+            if i is None:  # a suite of best moves alone (Win At Chess): the count solved, with its interval
+                b = mean_interval([int(bool(solved(p, m))) for p, m in zip(positions, moves, strict=True)])
+                return f"-, {s.solved} ({b.low * n:.0f}-{b.high * n:.0f})"
             return f"{s.points:,} ({i.low:,.0f}-{i.high:,.0f}), {s.solved}"
 
+        if pointed:
+            points = mean_interval(pointed)
+            lead = f"{points.mean * n:+,.0f} ({points.low * n:+,.0f} to {points.high * n:+,.0f})"
+        else:
+            lead = "-"
         print(
-            f"| {seconds:g} | {limits[0]['nodes']:,} / {limits[1]['nodes']:,} | {cell(net)} | {cell(trad)} | "
-            f"{points.mean * n:+,.0f} ({points.low * n:+,.0f} to {points.high * n:+,.0f}) | "
-            f"{best.mean * n:+.0f} ({best.low * n:+.0f} to {best.high * n:+.0f}) |",
+            f"| {seconds:g} | {limits[0]['nodes']:,} / {limits[1]['nodes']:,} | {cell(net, net_moves)} | "
+            f"{cell(trad, trad_moves)} | {lead} | {best.mean * n:+.0f} ({best.low * n:+.0f} to {best.high * n:+.0f}) |",
             flush=True,
         )
         print(f"{seconds:g} s: {time.monotonic() - start:.0f} s", file=sys.stderr)

@@ -53,6 +53,26 @@ def test_each_side_plays_its_own_node_budget_and_the_lead_is_the_difference(tmp_
     assert row[4].startswith(f"{lead:+,} (")
     assert row[5].startswith(f"{scores[0].solved - scores[1].solved:+d} (")
 
+    # A suite of best and avoid moves alone (Kaufman's, as Win At Chess): no points, the count each
+    # side solved with its interval, and the lead in it.
+    kaufman = sts.parent / "kaufman.epd"
+    script.main(
+        ["--checkpoint", str(r.checkpoint), "--suite", str(kaufman), "--max-positions", "12", "--seconds", "2"]
+        + ["--material-nps", "9000", "--network-nps", "6000", "--workers", "1"]
+    )
+    row = capsys.readouterr().out.splitlines()[-1].split(" | ")
+    positions = load_epd(kaufman)[:12]
+    solved = []
+    for evaluator, nodes in zip((load_evaluator(r.checkpoint), MaterialEvaluator()), budgets, strict=True):
+        search = AlphaBeta(evaluator, nodes=nodes, max_depth=4, quiescence=4)
+        s = score_suite(positions, [search.search(p.board).move for p in positions])
+        assert s.pointed == 0 and s.scored == 12
+        solved.append(s.solved)
+    for n, cell in zip(solved, row[2:4], strict=True):
+        low, high = (int(x) for x in cell.removeprefix(f"-, {n} (").removesuffix(")").split("-"))
+        assert 0 <= low <= n <= high <= 12
+    assert row[4] == "-" and row[5].startswith(f"{solved[0] - solved[1]:+d} (")
+
 
 def test_a_missing_suite_or_checkpoint_is_refused_in_one_line(tmp_path):
     for args, says in (
