@@ -246,13 +246,15 @@ def figures_on_test(
     cp_unit: float,
     amp: bool,
     games: np.ndarray | None = None,
+    rows: dict | None = None,
 ) -> dict:
     """A row model's test figures in one pass over test (training.checkpoints.evaluate keeping
     each row's target, prediction and material): its metrics, the baselines scored on the same
     rows (training.baselines; train is read for its majority class or material line) and, for a
-    class target, its leads over them with their intervals (baseline_leads, clustered by `games`)."""
+    class target, its leads over them with their intervals (baseline_leads, clustered by `games`).
+    `rows`: a dict that gains those per-row arrays (training.held_out's intervals of the metric)."""
     classes = DATASETS[dataset].classes
-    rows: dict = {}
+    rows = {} if rows is None else rows
     out = evaluate(model, test, encoder, device, classes, cp_unit, amp, per_row=rows)
     y_train, m_train = targets_and_material(train_rows.epoch(0), with_material=not classes)
     out.update(baselines_of(dataset, classes, y_train, m_train, rows["target"], rows["material"], cp_unit))
