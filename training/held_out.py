@@ -11,7 +11,7 @@ server) with the same dataset setting, and on its own test split, with the same 
   own train split) and the model's lead over it, with its 95% interval clustered by game
   (training.train.figures_on_test, as the model's own test figures);
 - whether the held-out figure lies inside the test split's interval, or beyond it for the better
-  or the worse.
+  or the worse, and the difference with its 95% interval (difference: the two sets independent).
 
 The held-out rows are built from the other store's games and labels with the model's own
 dataset setting (its SQL parameters, as its checkpoint records them), every row of every game
@@ -28,6 +28,7 @@ A searched set's model (sabatelli_regression_search) is held out on game rows: i
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -163,30 +164,40 @@ def compare(checkpoint: str, store: str, log=print) -> list[Figures]:
     return out
 
 
+def difference(held: MeanInterval, test: MeanInterval) -> tuple[float, float, float]:
+    """held - test with a 95% interval, the two sets independent (other games): each
+    interval's half-width taken as 1.96 standard errors, their variances added."""
+    se = math.hypot((held.high - held.low) / 3.92, (test.high - test.low) / 3.92)
+    d = held.mean - test.mean
+    return d, d - 1.96 * se, d + 1.96 * se
+
+
 def table_text(rows: list[Figures]) -> str:
     classes = rows[0].classes
     metric = "accuracy" if classes else "MSE"
     fmt = (lambda x: f"{x:.2%}") if classes else (lambda x: f"{x:.5f}")
-    lead = (lambda x: f"{x * 100:+.2f}") if classes else (lambda x: f"{x:+.5f}")
+    signed = (lambda x: f"{x * 100:+.2f}") if classes else (lambda x: f"{x:+.5f}")
     test = rows[0].metric
     lines = [
         f"| rows | positions | games | {metric} (95%) | material | lead over material (95%) | "
-        "against the test split's interval |",
-        "|---|---|---|---|---|---|---|",
+        "against the test split's interval | less the test split's (95%) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         m = r.metric
         higher = "better" if classes else "worse"  # accuracy up is better, MSE up worse
-        where = (
-            "-"
-            if r is rows[0]
-            else "inside"
-            if test.low <= m.mean <= test.high
-            else (higher if m.mean > test.high else {"better": "worse", "worse": "better"}[higher])
-        )
+        where, less = "-", "-"
+        if r is not rows[0]:
+            where = (
+                "inside"
+                if test.low <= m.mean <= test.high
+                else (higher if m.mean > test.high else {"better": "worse", "worse": "better"}[higher])
+            )
+            d, low, high = difference(m, test)
+            less = f"{signed(d)} ({signed(low)} to {signed(high)})"
         lines.append(
             f"| {r.name} | {r.rows:,} | {r.games:,} | {fmt(m.mean)} ({fmt(m.low)}-{fmt(m.high)}) | "
-            f"{fmt(r.material)} | {lead(r.lead)} +/- {lead(r.lead_ci95).lstrip('+')} | {where} |"
+            f"{fmt(r.material)} | {signed(r.lead)} +/- {signed(r.lead_ci95).lstrip('+')} | {where} | {less} |"
         )
     return "\n".join(lines)
 

@@ -2,6 +2,7 @@
 with its own test split's figures; checked against the model's own test figures and a direct
 evaluation of the same set built in the other store, and its refusals."""
 
+import re
 import subprocess
 import sys
 
@@ -14,12 +15,13 @@ from pipeline.datasets.datasets import SPLITS, SplitConfig, build_dataset, datas
 from pipeline.labels.labels import LabelRun, label_store
 from pipeline.labels.pool import EnginePool
 from pipeline.labels.uci import Limit
+from pipeline.research.intervals import MeanInterval
 from pipeline.store.store import Store
 from tests.stores import add_pgn, first_games
 from training.checkpoints import evaluate, load_model
 from training.data import LoaderConfig, ParquetBatches
 from training.encoders import get_encoder
-from training.held_out import HeldOutError, compare, table_text
+from training.held_out import HeldOutError, compare, difference, table_text
 from training.train import TrainConfig, train
 
 pytestmark = pytest.mark.slow
@@ -93,11 +95,12 @@ def test_test_split_figures_are_the_models_own_and_held_out_rows_are_the_other_s
     assert unseen.rows == sum(k not in seen for k in keys) < every.rows  # the start position, at least
     text = table_text([test, every, unseen]).splitlines()
     assert len(text) == 5 and text[2].startswith(f"| test split | {test.rows:,} | {test.games:,} | ")
-    worse = [t.endswith(" worse |") for t in text[3:]]
-    for held, t, w in zip((every, unseen), text[3:], worse, strict=True):
-        assert w == (held.metric.mean > test.metric.high) and t.endswith(" inside |") == (
-            test.metric.low <= held.metric.mean <= test.metric.high
-        )
+    for held, t in zip((every, unseen), text[3:], strict=True):
+        where, less = t.split(" | ")[-2:]  # the last cells: "inside |"... and "+d (low to high) |"
+        assert (where == "worse") == (held.metric.mean > test.metric.high)
+        assert (where == "inside") == (test.metric.low <= held.metric.mean <= test.metric.high)
+        d, low, high = map(float, re.fullmatch(r"([+-][\d.]+) \(([+-][\d.]+) to ([+-][\d.]+)\) \|", less).groups())
+        assert d == pytest.approx(held.metric.mean - test.metric.mean, abs=1e-5) and low < d < high
     done = subprocess.run(
         [sys.executable, "-m", "training.held_out", "--checkpoint", str(r.checkpoint), "--store", str(other.root)],
         capture_output=True,
@@ -134,3 +137,10 @@ def test_a_store_without_the_labels_or_the_models_set_rebuilt_is_refused_in_one_
     finally:
         build_dataset(own, "sabatelli_regression", PARAMS, split=SPLIT)
     assert np.isfinite(compare(str(r.checkpoint), str(other.root))[0].metric.mean)
+
+
+def test_the_difference_adds_the_two_sets_variances():
+    held = MeanInterval(1.0, 1.0 - 1.96 * 3, 1.0 + 1.96 * 3, 10)  # standard error 3
+    test = MeanInterval(0.0, -1.96 * 4, 1.96 * 4, 10)  # standard error 4
+    d, low, high = difference(held, test)
+    assert (d, low, high) == pytest.approx((1.0, 1.0 - 1.96 * 5, 1.0 + 1.96 * 5))
