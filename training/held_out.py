@@ -151,9 +151,9 @@ def compare(checkpoint: str, store: str, log=print) -> list[Figures]:
     encoder = get_encoder(ck["encoder"]["name"])
     train_b = ParquetBatches(own["train"], EVALUATION)  # the majority class or material line it was fitted on
     cp_unit = target_cp_unit(trained_on, "target", params)
-    out = [figures("test split", model, own["test"], train_b, encoder, trained_on, cp_unit)]
     with tempfile.TemporaryDirectory(prefix="held-out-") as tmp:
-        new = build_held_out(store, trained_on, params, Path(tmp) / "store", log)
+        new = build_held_out(store, trained_on, params, Path(tmp) / "store", log)  # first: it may refuse
+        out = [figures("test split", model, own["test"], train_b, encoder, trained_on, cp_unit)]
         for unseen, name in ((False, "held out: every position"), (True, "held out: positions not in train or val")):
             path = Path(tmp) / f"{int(unseen)}.parquet"
             table = held_out_table(new, [own["train"], own["val"]], unseen)
