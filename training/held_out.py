@@ -48,7 +48,7 @@ from training.checkpoints import load_model, store_location
 from training.data import LoaderConfig, ParquetBatches
 from training.encoders import get_encoder
 from training.models import PRESETS
-from training.train import figures_on_test, lineage, target_cp_unit
+from training.train import figures_on_test, lineage, target_cp_unit, train_baseline_rows
 
 EVALUATION = LoaderConfig(batch_size=4096, shuffle=False)
 
@@ -97,23 +97,22 @@ def build_held_out(store: str, trained_on: str, params: dict, out: Path, log=pri
     return {s: dataset_dir(Store(out), name) / f"{s}.parquet" for s in SPLITS}
 
 
-def held_out_table(new: dict[str, Path], seen: list[Path], unseen_only: bool) -> pa.Table:
-    """Every row of the held-out files, in game order; `unseen_only`: less the rows whose
+def held_out_tables(new: dict[str, Path], seen: list[Path]) -> tuple[pa.Table, pa.Table]:
+    """Every row of the held-out files in game order, and those rows less the ones whose
     position the `seen` files (the model's train and val) hold."""
     table = pa.concat_tables([pq.read_table(new[s]) for s in SPLITS]).combine_chunks()
-    if unseen_only:
-        keys = pa.concat_arrays([pq.read_table(p, columns=["position_key"]).column(0).combine_chunks() for p in seen])
-        table = table.filter(pc.invert(pc.is_in(table.column("position_key"), value_set=pc.unique(keys))))
-    return table.sort_by([("game_id", "ascending"), ("ply", "ascending")])
+    table = table.sort_by([("game_id", "ascending"), ("ply", "ascending")])
+    keys = pa.concat_arrays([pq.read_table(p, columns=["position_key"]).column(0).combine_chunks() for p in seen])
+    return table, table.filter(pc.invert(pc.is_in(table.column("position_key"), value_set=pc.unique(keys))))
 
 
-def figures(name, model, path: Path, train_b, encoder, dataset: str, cp_unit: float) -> Figures:
+def figures(name, model, path: Path, fitted_on, encoder, dataset: str, cp_unit: float) -> Figures:
     """The model's figures on one split file (read in file order: rows and games align)."""
     classes = DATASETS[dataset].classes
     batches = ParquetBatches(path, EVALUATION)
     games = pq.read_table(path, columns=["game_id"]).column(0).to_numpy()
     rows: dict = {}
-    out = figures_on_test(model, batches, train_b, encoder, torch.device("cpu"), dataset, cp_unit, False, games, rows)
+    out = figures_on_test(model, batches, fitted_on, encoder, torch.device("cpu"), dataset, cp_unit, False, games, rows)
     y, p = rows["target"], rows["prediction"]
     per_row = (p == y).astype(np.float64) if classes else (p.astype(np.float64) - y) ** 2
     metric = mean_interval(per_row, clusters=games)
@@ -149,18 +148,19 @@ def compare(checkpoint: str, store: str, log=print) -> list[Figures]:
         )
     params = ck["dataset"].get("params", {})
     encoder = get_encoder(ck["encoder"]["name"])
-    train_b = ParquetBatches(own["train"], EVALUATION)  # the majority class or material line it was fitted on
     cp_unit = target_cp_unit(trained_on, "target", params)
     with tempfile.TemporaryDirectory(prefix="held-out-") as tmp:
         new = build_held_out(store, trained_on, params, Path(tmp) / "store", log)  # first: it may refuse
-        out = [figures("test split", model, own["test"], train_b, encoder, trained_on, cp_unit)]
-        for unseen, name in ((False, "held out: every position"), (True, "held out: positions not in train or val")):
-            path = Path(tmp) / f"{int(unseen)}.parquet"
-            table = held_out_table(new, [own["train"], own["val"]], unseen)
-            if not table.num_rows:
-                raise HeldOutError(f"the store at {store} holds no position the model did not train on")
+        every, unseen = held_out_tables(new, [own["train"], own["val"]])
+        if not unseen.num_rows:
+            raise HeldOutError(f"the store at {store} holds no position the model did not train on")
+        # train read once: the majority class or material line it was fitted on, for every set
+        fitted_on = train_baseline_rows(ParquetBatches(own["train"], EVALUATION), trained_on)
+        out = [figures("test split", model, own["test"], fitted_on, encoder, trained_on, cp_unit)]
+        for table, name in ((every, "held out: every position"), (unseen, "held out: positions not in train or val")):
+            path = Path(tmp) / f"{len(out)}.parquet"
             pq.write_table(table, path, row_group_size=ROW_GROUP)
-            out.append(figures(name, model, path, train_b, encoder, trained_on, cp_unit))
+            out.append(figures(name, model, path, fitted_on, encoder, trained_on, cp_unit))
     return out
 
 
@@ -185,14 +185,12 @@ def table_text(rows: list[Figures]) -> str:
     ]
     for r in rows:
         m = r.metric
-        higher = "better" if classes else "worse"  # accuracy up is better, MSE up worse
         where, less = "-", "-"
         if r is not rows[0]:
-            where = (
-                "inside"
-                if test.low <= m.mean <= test.high
-                else (higher if m.mean > test.high else {"better": "worse", "worse": "better"}[higher])
-            )
+            if test.low <= m.mean <= test.high:
+                where = "inside"
+            else:  # accuracy up is better, MSE up worse
+                where = "better" if (m.mean > test.high) == bool(classes) else "worse"
             d, low, high = difference(m, test)
             less = f"{signed(d)} ({signed(low)} to {signed(high)})"
         lines.append(

@@ -239,7 +239,7 @@ def line_lead(rows: dict, intercept: float, slope: float, games=None) -> dict:
 def figures_on_test(
     model: nn.Module,
     test: ParquetBatches,
-    train_rows: ParquetBatches,
+    fitted_on: tuple[np.ndarray, np.ndarray],
     encoder,
     device,
     dataset: str,
@@ -250,19 +250,26 @@ def figures_on_test(
 ) -> dict:
     """A row model's test figures in one pass over test (training.checkpoints.evaluate keeping
     each row's target, prediction and material): its metrics, the baselines scored on the same
-    rows (training.baselines; train is read for its majority class or material line) and, for a
-    class target, its leads over them with their intervals (baseline_leads, clustered by `games`).
-    `rows`: a dict that gains those per-row arrays (training.held_out's intervals of the metric)."""
+    rows (training.baselines; `fitted_on`, train's targets and material as train_baseline_rows
+    reads them, gives the majority class or material line) and, for a class target, its leads
+    over them with their intervals (baseline_leads, clustered by `games`). `rows`: a dict that
+    gains those per-row arrays (training.held_out's intervals of the metric)."""
     classes = DATASETS[dataset].classes
     rows = {} if rows is None else rows
     out = evaluate(model, test, encoder, device, classes, cp_unit, amp, per_row=rows)
-    y_train, m_train = targets_and_material(train_rows.epoch(0), with_material=not classes)
+    y_train, m_train = fitted_on
     out.update(baselines_of(dataset, classes, y_train, m_train, rows["target"], rows["material"], cp_unit))
     if classes and "majority_class" in out:  # the leads, with their intervals (clustered by game)
         out.update(baseline_leads(rows, dataset, int(out["majority_class"]), games))
     elif not classes and "material_baseline_slope" in out:
         out.update(line_lead(rows, out["material_baseline_intercept"], out["material_baseline_slope"], games))
     return out
+
+
+def train_baseline_rows(train: ParquetBatches, dataset: str) -> tuple[np.ndarray, np.ndarray]:
+    """Train's targets, and its material where the baseline is a fitted line (a regression
+    target; a class rule is fixed): what figures_on_test fits its baselines on, read once."""
+    return targets_and_material(train.epoch(0), with_material=not DATASETS[dataset].classes)
 
 
 def target_cp_unit(dataset: str, target: str, params: dict) -> float:
@@ -470,7 +477,8 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
     result.pretrain = pretrained
     if preset.kind != "siamese":  # the majority class and material on the same test rows, in the same pass
         games = _games(files["test"], test_b.rows, cfg.target)  # the leads' intervals cluster by game
-        result.test = figures_on_test(model, test_b, train_b, encoder, device, cfg.dataset, cp_unit, cfg.amp, games)
+        fitted_on = train_baseline_rows(train_b, cfg.dataset)
+        result.test = figures_on_test(model, test_b, fitted_on, encoder, device, cfg.dataset, cp_unit, cfg.amp, games)
     else:  # pairs: their own baseline
         from training.deepchess import PairScores, pair_baselines
 
