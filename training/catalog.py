@@ -50,9 +50,9 @@ profile's 3 minutes, early stopping on validation loss keeping the best; one thr
 this small gain nothing from a second and lose much when the cores are shared (measured on a
 loaded 2-core machine: 3,838 positions/s on one thread, 370 on two)."""
 CNN_REGULARISED_FULL = {"epochs": 30, "patience": 4}
-"""Issue 39's regularised CNN on the game rows (ours): the rate falls by 0.85 an epoch, so after
-30 it is 1% of its start; 4 epochs without a better validation loss stop it (46 min on 2 CPU cores
-on every shared archive: docs/results/training.md)."""
+"""Issue 39's regularised CNNs on the game rows (ours): the rate falls by 0.85 an epoch, so after
+30 it is 1% of its start; 4 epochs without a better validation loss stop it (on every shared
+archive, 2 CPU cores: 46 min on the bitmap, 64 min on the feature input; docs/results/training.md)."""
 REGRESSION_REGULARISED_FULL = {"epochs": 10, "patience": 4}
 """Issue 39's regularised regression MLP (3x2048: 3.6 min an epoch of 584,234 rows on 2 CPU
 cores): 10 epochs, 35 minutes, its validation loss still falling (docs/results/training.md)."""
@@ -109,6 +109,14 @@ MODELS = {
         "cnn_regularised",
         "bitmap768",
         "none (ours): Sabatelli's CNN (bitmap) shape, regularised; must beat the material rule",
+        profiles={"full": CNN_REGULARISED_FULL},
+    ),
+    # Ours (issue 39): Sabatelli's CNN on the feature input, its shape, with the same recipe.
+    "cnn_features_3class_regularised": ModelAsset(
+        "sabatelli_3class",
+        "cnn_features_regularised",
+        "features",
+        "none (ours): Sabatelli's CNN (feature input) shape, regularised; must beat the material rule",
         profiles={"full": CNN_REGULARISED_FULL},
     ),
     "mlp_bitmap_regression_regularised": ModelAsset(

@@ -194,6 +194,13 @@ PRESETS["cnn_regularised"] = replace(
     **AGAINST_MEMORISING,
     notes="ours: Sabatelli CNN's shape, regularised against memorising games",
 )
+# Ours (issue 39): Sabatelli's CNN on the feature input, its shape (7x7, 5x5, 3x3 convolutions,
+# FC 250, ELU, batch norm, dropout 0.3, Adam 1e-3), with AGAINST_MEMORISING.
+PRESETS["cnn_features_regularised"] = replace(
+    PRESETS["cnn_features"],
+    **AGAINST_MEMORISING,
+    notes="ours: Sabatelli feature-input CNN's shape, regularised against memorising games",
+)
 # Ours (issue 39): Sabatelli's regression MLP, its published shape (3x2048, ELU, batch norm, no
 # dropout), with AGAINST_MEMORISING and Adam 1e-3 in place of the published SGD; mlp3_regularised's
 # dropout 0.5 before batch norm held the validation loss at the material line's (the same page).

@@ -26,6 +26,7 @@ NO_FIGURE = {
     "mlp_material_3class",
     "mlp_counts_3class",
     "cnn_bitmap_3class_regularised",
+    "cnn_features_3class_regularised",
     "mlp_bitmap_regression_regularised",
     "piece_value_net_result",
 }

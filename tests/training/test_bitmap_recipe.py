@@ -1,7 +1,7 @@
-"""Issue 39's recipe against memorising games, on three of Sabatelli's networks (presets
-`mlp3_regularised`, `cnn_regularised`, `mlp_regression_regularised`): each keeps its published
-shape, changes only the recipe it declares, and a training run uses that recipe (two short
-epochs on a small synthetic set: no Stockfish, no shared data)."""
+"""Issue 39's recipe against memorising games, on four of Sabatelli's networks (presets
+`mlp3_regularised`, `cnn_regularised`, `cnn_features_regularised`, `mlp_regression_regularised`):
+each keeps its published shape, changes only the recipe it declares, and a training run uses that
+recipe (two short epochs on a small synthetic set: no Stockfish, no shared data)."""
 
 import dataclasses
 
@@ -39,6 +39,14 @@ CASES = {
         # 20 5x5 filters, 50 3x3 filters (same padding, 8x8 kept), FC 500, 3 classes
         [("conv", 12, 20, 5), ("conv", 20, 50, 3), (50 * 64, 500), (500, 3)],
     ),
+    "cnn_features_regularised": (
+        "cnn_features",
+        {},
+        "sabatelli_3class",
+        3,
+        # the feature input's 16 planes: 20 7x7, 50 5x5 and 50 3x3 filters, FC 250, 3 classes
+        [("conv", 16, 20, 7), ("conv", 20, 50, 5), ("conv", 50, 50, 3), (50 * 64, 250), (250, 3)],
+    ),
     "mlp_regression_regularised": (
         "mlp_regression",
         {"optimizer": "adam"},  # and no dropout, as published
@@ -49,8 +57,15 @@ CASES = {
 }
 
 
+ENCODERS = {"cnn_features_regularised": "features"}
+"""Each preset's input where it is not bitmap768."""
+
+
 def _shape(name: str) -> tuple[int, ...]:
-    """bitmap768 as the model takes it: 768 bits, or 12 planes of 8x8 for a CNN."""
+    """The input as the model takes it: bitmap768's 768 bits, or its 12 planes of 8x8 for a CNN;
+    the feature input's 16 planes."""
+    if ENCODERS.get(name) == "features":
+        return (16, 8, 8)
     return (12, 8, 8) if PRESETS[name].kind == "cnn" else (768,)
 
 
@@ -77,10 +92,12 @@ def test_the_regularised_preset_keeps_the_published_shape_and_changes_only_its_r
     assert _layers(build_model(ours, _shape(name), n_out)) == _layers(build_model(published, _shape(name), n_out))
 
 
-@pytest.mark.parametrize("name", ["cnn_bitmap_3class_regularised", "mlp_bitmap_regression_regularised"])
+@pytest.mark.parametrize(
+    "name", ["cnn_bitmap_3class_regularised", "cnn_features_3class_regularised", "mlp_bitmap_regression_regularised"]
+)
 def test_the_regularised_model_assets_train_the_published_set_with_the_preset(name):
     m = MODELS[name]
-    assert (m.dataset, m.encoder) == (CASES[m.model][2], "bitmap768")
+    assert (m.dataset, m.encoder) == (CASES[m.model][2], ENCODERS.get(m.model, "bitmap768"))
     assert m.anchor.startswith("none (ours)")  # no published figure: the reproduction's stage `ours`
 
 
@@ -93,7 +110,7 @@ def test_a_run_of_the_regularised_preset_trains_with_its_recipe(tmp_path, name):
         store=str(st.root),
         dataset=dataset,
         model=name,
-        encoder="bitmap768",
+        encoder=ENCODERS.get(name, "bitmap768"),
         epochs=2,
         batch_size=64,
         device="cpu",
