@@ -141,8 +141,9 @@ NOT_REPRODUCED = [m for m in MODELS if m not in REPRODUCED]
 PUBLISHED_MODELS = [m for m in REPRODUCED if m in published.SPLIT_MODELS]
 """The models with a published figure (pipeline.research.published.SPLIT_MODELS): the default
 selection. The others (mlp_material_3class, mlp_counts_3class, cnn_bitmap_3class_regularised,
-cnn_features_3class_regularised, mlp_bitmap_regression_regularised, piece_value_net_result: ours,
-no published figure) run with the optional stage `ours` (OptionalStage), or when named."""
+cnn_features_3class_regularised, mlp_bitmap_15class_regularised, mlp_bitmap_20class_regularised,
+mlp_bitmap_regression_regularised, piece_value_net_result: ours, no published figure) run with the
+optional stage `ours` (OptionalStage), or when named."""
 OURS_STEPS = ("eval_matches_", "eval_head_to_head", "elo_ratings", "eval_report_")
 """The steps (names, or prefixes of a model's steps) of the optional stage `ours` only: the matches, the
 Elo they give and each model's evaluation page; no published figure reads them."""

@@ -53,6 +53,9 @@ CNN_REGULARISED_FULL = {"epochs": 30, "patience": 4}
 """Issue 39's regularised CNNs on the game rows (ours): the rate falls by 0.85 an epoch, so after
 30 it is 1% of its start; 4 epochs without a better validation loss stop it (on every shared
 archive, 2 CPU cores: 46 min on the bitmap, 64 min on the feature input; docs/results/training.md)."""
+WIDE_REGULARISED_FULL = {"epochs": 30, "patience": 4}
+"""Issue 39's regularised 15- and 20-class MLP (2048-2048-1050, ours): CNN_REGULARISED_FULL's
+schedule, the rate falling by 0.85 an epoch (docs/results/training.md)."""
 REGRESSION_REGULARISED_FULL = {"epochs": 10, "patience": 4}
 """Issue 39's regularised regression MLP (3x2048: 3.6 min an epoch of 584,234 rows on 2 CPU
 cores): 10 epochs, 35 minutes, its validation loss still falling (docs/results/training.md)."""
@@ -118,6 +121,21 @@ MODELS = {
         "features",
         "none (ours): Sabatelli's CNN (feature input) shape, regularised; must beat the material rule",
         profiles={"full": CNN_REGULARISED_FULL},
+    ),
+    # Ours (issue 39): Sabatelli's 15- and 20-class MLP, its shape, with the same recipe.
+    "mlp_bitmap_15class_regularised": ModelAsset(
+        "sabatelli_15class",
+        "mlp_wide_regularised",
+        "bitmap768",
+        "none (ours): Sabatelli's 15-class MLP (bitmap) shape, regularised; must beat the material rule",
+        profiles={"full": WIDE_REGULARISED_FULL},
+    ),
+    "mlp_bitmap_20class_regularised": ModelAsset(
+        "sabatelli_20class",
+        "mlp_wide_regularised",
+        "bitmap768",
+        "none (ours): Sabatelli's 20-class MLP (bitmap) shape, regularised; must beat the material rule",
+        profiles={"full": WIDE_REGULARISED_FULL},
     ),
     "mlp_bitmap_regression_regularised": ModelAsset(
         "sabatelli_regression",

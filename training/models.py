@@ -186,6 +186,15 @@ PRESETS["mlp3_regularised"] = replace(
     **AGAINST_MEMORISING,
     notes="ours: Sabatelli 3-class MLP's shape, regularised against memorising games",
 )
+# Ours (issue 39): Sabatelli's 15- and 20-class MLP, its published shape (2048-2048-1050, ELU,
+# Adam 1e-3), with mlp3_regularised's additions: AGAINST_MEMORISING and dropout 0.5 (none
+# published).
+PRESETS["mlp_wide_regularised"] = replace(
+    PRESETS["mlp_wide"],
+    dropout=0.5,
+    **AGAINST_MEMORISING,
+    notes="ours: Sabatelli 15/20-class MLP's shape, regularised against memorising games",
+)
 # Ours (issue 39): Sabatelli's bitmap CNN, its published shape and recipe (20 5x5 and 50 3x3
 # filters, FC 500, ELU, batch norm, dropout 0.3, Adam 1e-3), with AGAINST_MEMORISING
 # (docs/results/training.md, "The CNN and the regression MLP with the same recipe").

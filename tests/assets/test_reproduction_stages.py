@@ -27,6 +27,8 @@ NO_FIGURE = {
     "mlp_counts_3class",
     "cnn_bitmap_3class_regularised",
     "cnn_features_3class_regularised",
+    "mlp_bitmap_15class_regularised",
+    "mlp_bitmap_20class_regularised",
     "mlp_bitmap_regression_regularised",
     "piece_value_net_result",
 }

@@ -1,5 +1,6 @@
-"""Issue 39's recipe against memorising games, on four of Sabatelli's networks (presets
-`mlp3_regularised`, `cnn_regularised`, `cnn_features_regularised`, `mlp_regression_regularised`):
+"""Issue 39's recipe against memorising games, on five of Sabatelli's networks (presets
+`mlp3_regularised`, `cnn_regularised`, `cnn_features_regularised`, `mlp_wide_regularised`,
+`mlp_regression_regularised`):
 each keeps its published shape, changes only the recipe it declares, and a training run uses that
 recipe (two short epochs on a small synthetic set: no Stockfish, no shared data)."""
 
@@ -47,6 +48,14 @@ CASES = {
         # the feature input's 16 planes: 20 7x7, 50 5x5 and 50 3x3 filters, FC 250, 3 classes
         [("conv", 16, 20, 7), ("conv", 20, 50, 5), ("conv", 50, 50, 3), (50 * 64, 250), (250, 3)],
     ),
+    "mlp_wide_regularised": (
+        "mlp_wide",
+        {"dropout": 0.5},  # none published; mlp3_regularised's
+        "sabatelli_15class",
+        15,
+        # 768 bits -> 2048 -> 2048 -> 1050 -> 15 classes (20 on sabatelli_20class)
+        [(768, 2048), (2048, 2048), (2048, 1050), (1050, 15)],
+    ),
     "mlp_regression_regularised": (
         "mlp_regression",
         {"optimizer": "adam"},  # and no dropout, as published
@@ -59,6 +68,8 @@ CASES = {
 
 ENCODERS = {"cnn_features_regularised": "features"}
 """Each preset's input where it is not bitmap768."""
+DATASETS = {"mlp_bitmap_20class_regularised": "sabatelli_20class"}
+"""Each model asset's dataset where it is not its preset's case's."""
 
 
 def _shape(name: str) -> tuple[int, ...]:
@@ -93,11 +104,18 @@ def test_the_regularised_preset_keeps_the_published_shape_and_changes_only_its_r
 
 
 @pytest.mark.parametrize(
-    "name", ["cnn_bitmap_3class_regularised", "cnn_features_3class_regularised", "mlp_bitmap_regression_regularised"]
+    "name",
+    [
+        "cnn_bitmap_3class_regularised",
+        "cnn_features_3class_regularised",
+        "mlp_bitmap_15class_regularised",
+        "mlp_bitmap_20class_regularised",
+        "mlp_bitmap_regression_regularised",
+    ],
 )
 def test_the_regularised_model_assets_train_the_published_set_with_the_preset(name):
     m = MODELS[name]
-    assert (m.dataset, m.encoder) == (CASES[m.model][2], ENCODERS.get(m.model, "bitmap768"))
+    assert (m.dataset, m.encoder) == (DATASETS.get(name, CASES[m.model][2]), ENCODERS.get(m.model, "bitmap768"))
     assert m.anchor.startswith("none (ours)")  # no published figure: the reproduction's stage `ours`
 
 
