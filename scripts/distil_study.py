@@ -14,7 +14,7 @@ bytes its checkpoint records), so that no val or test game reaches the student t
     python scripts/distil_study.py --store STORE --teacher STORE/models/.../checkpoint.pt \\
         --model mlp3_regularised --encoder algebraic --dropout 0 --epochs 8
 
-docs/results/training.md says which figures came from this script.
+docs/results/regularised.md says which figures came from this script.
 """
 
 from __future__ import annotations

@@ -52,13 +52,13 @@ loaded 2-core machine: 3,838 positions/s on one thread, 370 on two)."""
 CNN_REGULARISED_FULL = {"epochs": 30, "patience": 4}
 """Issue 39's regularised CNNs on the game rows (ours): the rate falls by 0.85 an epoch, so after
 30 it is 1% of its start; 4 epochs without a better validation loss stop it (on every shared
-archive, 2 CPU cores: 46 min on the bitmap, 64 min on the feature input; docs/results/training.md)."""
-WIDE_REGULARISED_FULL = {"epochs": 30, "patience": 4}
-"""Issue 39's regularised 15- and 20-class MLP (2048-2048-1050, ours): CNN_REGULARISED_FULL's
-schedule, the rate falling by 0.85 an epoch (docs/results/training.md)."""
+archive, 2 CPU cores: 46 min on the bitmap, 64 min on the feature input; docs/results/regularised.md)."""
+WIDE_REGULARISED_FULL = CNN_REGULARISED_FULL
+"""Issue 39's regularised 15- and 20-class MLP (2048-2048-1050, ours): the CNNs' schedule (about 4
+min an epoch on 2 CPU cores, so up to two hours; docs/results/regularised.md)."""
 REGRESSION_REGULARISED_FULL = {"epochs": 10, "patience": 4}
 """Issue 39's regularised regression MLP (3x2048: 3.6 min an epoch of 584,234 rows on 2 CPU
-cores): 10 epochs, 35 minutes, its validation loss still falling (docs/results/training.md)."""
+cores): 10 epochs, 35 minutes, its validation loss still falling (docs/results/regularised.md)."""
 MODELS = {
     "mlp_bitmap_3class": ModelAsset("sabatelli_3class", "mlp3", "bitmap768", anchor("mlp_bitmap_3class")),
     "mlp_algebraic_3class": ModelAsset(

@@ -173,7 +173,7 @@ PRESETS: dict[str, ModelSpec] = {
 AGAINST_MEMORISING = {"weight_decay": 0.1, "mirror_files": True, "lr_decay": 0.85}
 """Issue 39's additions to a published recipe (ours): AdamW weight decay 0.1, a-h mirroring of the
 rows without castling rights, the learning rate times 0.85 each epoch; the published shapes are
-kept (docs/results/training.md)."""
+kept (docs/results/training.md and regularised.md)."""
 # Ours (issue 39): Sabatelli's 3-class MLP, its published shape (1048-500-50, ReLU, Adam 1e-3),
 # with AGAINST_MEMORISING and dropout 0.5 (published 0.2). On the shared archives' 296,970
 # static-labelled train rows its best validation loss without the decay is 0.465 (published
@@ -197,7 +197,7 @@ PRESETS["mlp_wide_regularised"] = replace(
 )
 # Ours (issue 39): Sabatelli's bitmap CNN, its published shape and recipe (20 5x5 and 50 3x3
 # filters, FC 500, ELU, batch norm, dropout 0.3, Adam 1e-3), with AGAINST_MEMORISING
-# (docs/results/training.md, "The CNN and the regression MLP with the same recipe").
+# (docs/results/regularised.md, "The CNN and the regression MLP with the same recipe").
 PRESETS["cnn_regularised"] = replace(
     PRESETS["cnn"],
     **AGAINST_MEMORISING,
