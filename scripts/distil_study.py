@@ -6,7 +6,7 @@ with the teacher's softmax, temperature 1), on the same shuffled train rows, a-h
 decay and decaying rate as `python -m training.train` gives the preset, keeping the epoch of best
 validation loss (on the rows' own classes), and prints one JSON line: test accuracy beside the
 material rule and the teacher, and the lead over material with its 95% interval, paired and
-clustered by game (training.train.baseline_leads).
+clustered by game, as a training run scores its own (training.train.figures_on_test).
 
 The teacher must have been trained on this store's own splits (the same files: path, rows and
 bytes its checkpoint records), so that no val or test game reaches the student through it.
@@ -36,7 +36,7 @@ from training.checkpoints import evaluate, load_model
 from training.data import LoaderConfig, ParquetBatches
 from training.encoders import file_mirrorable, get_encoder, mirror_files
 from training.models import PRESETS, build_model
-from training.train import baseline_leads, lineage
+from training.train import figures_on_test, lineage, train_baseline_rows
 
 
 def study(args) -> dict:
@@ -90,16 +90,14 @@ def study(args) -> dict:
         if val["loss"] < best:
             best, best_state = val["loss"], copy.deepcopy(model.state_dict())
     model.load_state_dict(best_state)
-    rows: dict = {}
-    test = evaluate(model, test_b, enc, cpu, classes, 0, False, per_row=rows)
     games = pq.read_table(folder / "test.parquet", columns=["game_id"]).column(0).to_numpy()
-    majority = int(np.bincount(rows["target"].astype(np.int64)).argmax())
-    leads = baseline_leads(rows, args.dataset, majority, games)
+    fitted_on = train_baseline_rows(train_b, args.dataset)
+    test = figures_on_test(model, test_b, fitted_on, enc, cpu, args.dataset, 0.0, False, games)
     return {
         "test_accuracy": test["accuracy"],
-        "material_accuracy": test["accuracy"] - leads["material_lead"],
-        "material_lead": leads["material_lead"],
-        "material_lead_ci95": leads["material_lead_ci95"],
+        "material_accuracy": test["material_baseline_accuracy"],
+        "material_lead": test["material_lead"],
+        "material_lead_ci95": test["material_lead_ci95"],
         "teacher_test_accuracy": evaluate(teacher, test_b, t_enc, cpu, classes, 0, False)["accuracy"],
         "best_epoch": int(np.argmin([h["val_loss"] for h in history])),
         "rows": test["rows"],
