@@ -1,16 +1,17 @@
 """Issue 19's study: which networks beat the material rule on a small 3-class set, and by how much.
 
 Trains one variant of a small MLP on a `sabatelli_3class` dataset through the training loop
-(training.train.train, single-threaded, early stopping on validation loss keeping the best
-epoch), the variant given as a ModelSpec (train's `preset` hook: hidden widths, dropout, weight
-decay, a-h mirroring, a linear map of the counts added to the logits, class weights), and prints
-one JSON line: test accuracy beside the majority class and the material rule (training.baselines'
-rule: win or loss when material is at least 2 pawns apart), and the leads over both with their
-95% intervals, paired and clustered by game (training.train.baseline_leads). `--external FILE`
-scores the same model on another file of rows (e.g. `--build-external`'s archives the set was
-not built from); `--checkpoint` scores a `python -m training.train` run's model on it. The
-training log goes to stderr. `mlp_material` and `mlp_counts` are the presets of two of its
-variants; docs/results/training.md says which figures came from this script.
+(training.train.train, single-threaded unless --threads, early stopping on validation loss
+keeping the best epoch), the variant given as a ModelSpec (train's `preset` hook: hidden widths,
+dropout, weight decay, the rate's decay an epoch, a-h mirroring, a linear map of the counts added
+to the logits, class weights), and prints one JSON line: test accuracy beside the majority class
+and the material rule (training.baselines' rule: win or loss when material is at least 2 pawns
+apart), and the leads over both with their 95% intervals, paired and clustered by game
+(training.train.baseline_leads). `--external FILE` scores the same model on another file of rows
+(e.g. `--build-external`'s archives the set was not built from); `--checkpoint` scores a
+`python -m training.train` run's model on it. The training log goes to stderr. `mlp_material`
+and `mlp_counts` are the presets of two of its variants; docs/results/training.md and
+regularised.md say which figures came from this script.
 
     python scripts/material_study.py --data STORE/datasets/sabatelli_3class --inputs bits+counts \\
         --hidden 256,64 --weight-decay 0.01 --mirror-files --epochs 8 --patience 3 --batch 256
@@ -41,7 +42,13 @@ from training.train import TrainConfig, baseline_leads, load_model, paired_lead,
 
 DATASET = "sabatelli_3class"
 
-INPUTS = {"bits": "bitmap768", "counts": "piece_counts", "bits+counts": "bitmap768_counts", "alg": "algebraic"}
+INPUTS = {
+    "bits": "bitmap768",
+    "counts": "piece_counts",
+    "bits+counts": "bitmap768_counts",
+    "alg": "algebraic",
+    "alg-onehot": "algebraic_onehot",
+}
 """--inputs -> the encoder the training loop reads (training.encoders)."""
 
 
@@ -82,6 +89,7 @@ def run(a: argparse.Namespace, out_dir: str) -> dict:
         dropout=a.dropout,
         lr=a.lr,
         weight_decay=a.weight_decay,
+        lr_decay=a.lr_decay,
         mirror_files=a.mirror_files,
         count_logits=a.residual,
         class_weight=a.class_weight,
@@ -98,7 +106,7 @@ def run(a: argparse.Namespace, out_dir: str) -> dict:
         max_train_rows=a.train_limit,
         max_eval_rows=0,
         max_minutes=0.0,
-        threads=1,
+        threads=a.threads,
         device="cpu",
         out=out_dir,
     )
@@ -159,19 +167,21 @@ def main() -> None:
     )
     p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW's (0: Adam)")
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr-decay", type=float, default=1.0, help="the rate is multiplied by this after every epoch")
     p.add_argument("--mirror-files", action="store_true", help="a-h mirroring of rows without castling rights")
     p.add_argument("--class-weight", action="store_true", help="weigh classes by their inverse frequency")
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--patience", type=int, default=2)
     p.add_argument("--batch", type=int, default=512)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="torch threads of the training run")
     p.add_argument("--train-limit", type=int, default=0, help="first rows of train only (0: all)")
     p.add_argument("--build-external", metavar="STORE", help="write --out from STORE's other archives, then stop")
     p.add_argument("--exclude", metavar="STORE", help="with --build-external: the store whose train/val to leave out")
     p.add_argument("--out", help="with --build-external: the Parquet file to write")
     p.add_argument("--checkpoint", help="score this training run's checkpoint on --external, then stop")
     a = p.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(a.threads)
     if a.checkpoint:
         if not a.external:
             p.error("--checkpoint needs --external FILE")

@@ -35,7 +35,7 @@ def folder(tmp_path_factory) -> Path:
 
 def test_a_variant_runs_through_the_training_loop_and_prints_one_json_line(folder):
     done = _run("--data", str(folder), "--inputs", "bits", "--hidden", "16", "--residual", "--class-weight",
-                "--epochs", "2", "--patience", "2", "--batch", "64")  # fmt: skip
+                "--lr-decay", "0.9", "--epochs", "2", "--patience", "2", "--batch", "64")  # fmt: skip
     assert done.returncode == 0, done.stderr
     (line,) = done.stdout.splitlines()  # the training loop's log goes to stderr
     assert "epoch 0: train loss" in done.stderr
@@ -53,5 +53,5 @@ def test_a_variant_runs_through_the_training_loop_and_prints_one_json_line(folde
 def test_an_input_no_encoder_reads_is_refused_in_one_line(folder):
     done = _run("--data", str(folder), "--inputs", "counts+alg")
     assert done.returncode != 0 and done.stdout == ""
-    expected = "--inputs must be one of bits, counts, bits+counts, alg, got 'counts+alg'"
+    expected = "--inputs must be one of bits, counts, bits+counts, alg, alg-onehot, got 'counts+alg'"
     assert done.stderr.strip().splitlines() == [expected]

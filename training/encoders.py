@@ -139,6 +139,25 @@ class Algebraic(Encoder):
         return (board * v[None, :, None, None]).sum(1, keepdim=True)
 
 
+class AlgebraicOneHot(Encoder):
+    """The algebraic input's information one-hot: 10 planes, a square's signed value (+1 3 5 9 10
+    for White, the side to move when mirrored; the same negated for Black) as one bit. The knight
+    and bishop planes are merged, as the algebraic plane merges them (both 3). Not Sabatelli's: a
+    study input that tells the information the algebraic plane holds from its one-number-a-square
+    form (docs/results/regularised.md)."""
+
+    name, shape = "algebraic_onehot", (10, 8, 8)
+
+    def __call__(self, batch):
+        board = oriented(batch)[0]
+        return torch.cat([_minor_merged(board[:, :6]), _minor_merged(board[:, 6:])], dim=1)
+
+
+def _minor_merged(side: torch.Tensor) -> torch.Tensor:
+    """One side's 6 planes (P N B R Q K) as 5: P, N or B, R, Q, K."""
+    return torch.cat([side[:, :1], side[:, 1:2] + side[:, 2:3], side[:, 3:]], dim=1)
+
+
 class Mailbox64(Encoder):
     """64 squares, each the signed piece type (1..6 White, -1..-6 Black, 0 empty), scaled by 1/6."""
 
@@ -205,7 +224,16 @@ class PieceCounts(Encoder):
 
 ENCODERS: dict[str, Encoder] = {
     e.name: e
-    for e in (Bitmap768(), Bitmap773(), Algebraic(), Mailbox64(), PieceList(), Bitmap768Counts(), PieceCounts())
+    for e in (
+        Bitmap768(),
+        Bitmap773(),
+        Algebraic(),
+        AlgebraicOneHot(),
+        Mailbox64(),
+        PieceList(),
+        Bitmap768Counts(),
+        PieceCounts(),
+    )
 }
 
 
