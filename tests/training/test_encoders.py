@@ -75,7 +75,7 @@ def test_algebraic_and_mailbox_values():
 
 def test_algebraic_onehot_holds_the_algebraic_plane_one_hot():
     # White: Kg1, Qd1, Nc3, Bf3, Ra1, pawn e4; Black: Ke8, Bc8, Ng8, Ra8, Rh8, pawn d5; Black to move,
-    # stored mirrored (the side to move is the first colour, the board flipped a rank for a rank).
+    # as it stands and as stored mirrored (colours swapped, ranks flipped, read back the same).
     b = chess.Board("r1b1k1nr/8/8/3p4/4P3/2N2B2/8/R2Q2K1 b - - 0 1")
     for mirrored in (False, True):
         shown = b.mirror() if mirrored else b
