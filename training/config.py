@@ -60,8 +60,9 @@ class TrainConfig:
     """Use only the first rows of val and test (0: all)."""
     max_minutes: float = 0.0
     """Stop once this wall time has passed since training started, pretraining included, cutting
-    the epoch short (0: no bound); the result says so (stopped_by). A run cut inside an epoch
-    does not resume to the same weights as an uninterrupted one."""
+    the epoch short (0: no bound); the result says so (stopped_by, and the cut epoch's history
+    row). A run resumed after a cut does the cut epoch again, whole: it ends with the weights of an
+    uninterrupted run (a pretraining the bound cut is kept as it is)."""
     seed: int = 0
     """Seed of the initial weights, the shuffling and dropout: the same seed gives the same model."""
     device: Device = "auto"

@@ -7,7 +7,9 @@ Early stopping on validation loss; a checkpoint (model, optimizer, config, encod
 version, dataset lineage, history) after every epoch; a run pointed at an existing
 checkpoint of the same configuration resumes after its last epoch. Each epoch seeds its own
 shuffling and dropout from (seed, epoch), so a resumed run ends with the same weights as an
-uninterrupted one.
+uninterrupted one. An epoch the time bound (max_minutes) cut short is scored and kept like any
+other, and its checkpoint also holds the state it began from: a resumed run does that epoch again,
+whole. (A pretraining its share of the bound cut is kept as it is: a resumed run goes on from it.)
 """
 
 from __future__ import annotations
@@ -102,6 +104,8 @@ class TrainResult:
             EPOCHS_DONE: "every epoch asked for",
         }.get(self.stopped_by, self.stopped_by or "not run")
         text = f"{done} of {asked} epoch(s), {why}"
+        if self.history and self.history[-1].get("cut"):  # a resumed run does this one again, whole
+            text += f", the {_ordinal(done)} cut by the bound"
         if self.pretrain:
             layers = ", ".join(map(str, self.pretrain_done()))
             share = self.max_minutes * PRETRAIN_SHARE
@@ -131,6 +135,12 @@ class TrainResult:
                 rows.append(("val", "accuracy", last["val_accuracy"]))
         rows.append(("train", "positions_per_second", self.positions_per_second))
         return rows
+
+
+def _ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def split_batches(preset: ModelSpec, split: str = "val"):
@@ -361,6 +371,9 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
     if storage.exists(ckpt_path):
         ck = load_checkpoint(ckpt_path, map_location=device)
         if _same_run(ck["config"], config) and ck["encoder"] == {"name": encoder.name, "version": encoder.version}:
+            if ck.get("resume"):  # the bound cut its last epoch: go on from where that epoch began
+                log(f"epoch {ck['epoch']} of {ckpt_path} was cut by the time bound: it is done again, whole")
+                ck = {**ck, **ck["resume"]}
             model.load_state_dict(ck["model"])
             opt.load_state_dict(ck["optimizer"])
             history, best_loss, bad = ck["history"], ck["best_val_loss"], ck["bad_epochs"]
@@ -397,6 +410,9 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
     seen, train_seconds = 0, 0.0
     stopped_early = False
     for epoch in range(start_epoch, cfg.epochs):
+        # Under a bound, the state this epoch begins from: a checkpoint of an epoch the bound cuts
+        # keeps it, so that a resumed run does the whole epoch (the same weights as an unbounded run).
+        began = _resume_point(model, opt, epoch, history, best_loss, best_state, bad) if cfg.max_minutes else None
         torch.manual_seed(cfg.seed * 1000 + epoch)  # dropout of this epoch, the same on resume
         for g in opt.param_groups:  # the preset's decay per epoch (1: constant)
             g["lr"] = lr * preset.lr_decay**epoch
@@ -440,6 +456,8 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
             "val_accuracy": val.get("accuracy"),
             "val_mse": val.get("mse"),
             "positions_per_second": n / max(time.monotonic() - e0, 1e-9),
+            "positions": n,
+            "cut": out_of_time,  # the bound ended it within: fewer positions than an epoch
         }
         history.append(row)
         log(
@@ -454,9 +472,9 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
             best_state = copy.deepcopy(model.state_dict())
         else:
             bad += 1
-        stopped_early = bad >= cfg.patience
+        stopped_early = bad >= cfg.patience and not out_of_time  # a cut epoch is redone on resume, never final
         state = (model, opt, config, encoder, source, epoch, history, best_loss, best_state, bad, stopped_early)
-        _save(ckpt_path, *state, pretrained)
+        _save(ckpt_path, *state, pretrained, resume=began if out_of_time else None)
         result.epochs_run += 1
         if stopped_early:
             stopped_by = EARLY_STOPPING
@@ -490,8 +508,35 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
     return result
 
 
+def _resume_point(model, opt, epoch, history, best_loss, best_state, bad) -> dict:
+    """The state an epoch begins from, in a checkpoint's fields (a copy: training goes on from it)."""
+    return {
+        "model": copy.deepcopy(model.state_dict()),
+        "optimizer": copy.deepcopy(opt.state_dict()),
+        "epoch": epoch - 1,
+        "history": list(history),
+        "best_val_loss": best_loss,
+        "best_model": best_state,  # replaced, never changed in place, when a better epoch comes
+        "bad_epochs": bad,
+        "stopped_early": False,
+    }
+
+
 def _save(
-    path, model, opt, config, encoder, source, epoch, history, best_loss, best_state, bad, stopped_early, pre=()
+    path,
+    model,
+    opt,
+    config,
+    encoder,
+    source,
+    epoch,
+    history,
+    best_loss,
+    best_state,
+    bad,
+    stopped_early,
+    pre=(),
+    resume: dict | None = None,
 ) -> None:
     state = {
         "model": model.state_dict(),
@@ -506,6 +551,7 @@ def _save(
         "bad_epochs": bad,
         "stopped_early": stopped_early,
         "pretrain": list(pre),  # pretraining history
+        "resume": resume,  # the bound cut this epoch: the state it began from (_resume_point), else None
     }
     with atomic_path(path) as tmp:
         torch.save(state, tmp)

@@ -243,3 +243,50 @@ def test_the_one_pass_figures_survive_bfloat16_autocast(store, monkeypatch):
     half = train(TrainConfig(out=str(store.root / "m16"), device="cpu", **cfg), log=QUIET).test
     assert half["material_baseline_accuracy"] == exact["material_baseline_accuracy"]  # material exact in either
     assert half["rows"] == exact["rows"] and "material_lead" in half and "majority_lead" in half
+
+
+class _Clock:
+    """training.train's clock: the real one plus an offset a test moves (the bound's end, on cue)."""
+
+    def __init__(self):
+        self.offset = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+
+def test_a_run_the_bound_cut_within_an_epoch_resumes_to_the_weights_of_an_uninterrupted_one(store, tmp_path):
+    """A bound that ends inside an epoch (the 2nd, after 3 of its batches): the run scores the model
+    it has and says the epoch was cut; resumed without the bound, it redoes that epoch whole and
+    ends where an unbounded run of the same configuration ends (before, it went on from the
+    half-trained epoch as if it had finished)."""
+    import training.train as train_module
+    from training.data import ParquetBatches
+
+    cfg = dict(epochs=3, patience=10, batch_size=16)
+    whole = train(_config(store, tmp_path / "whole", **cfg), log=QUIET)
+    clock, epoch = _Clock(), ParquetBatches.epoch
+
+    def cut_in_second_epoch(self, n=0):
+        for i, batch in enumerate(epoch(self, n)):
+            if self.path.stem == "train" and n == 1 and i == 3:
+                clock.offset += 3600  # an hour on: past the 30-minute bound
+            yield batch
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ParquetBatches, "epoch", cut_in_second_epoch)
+        mp.setattr(train_module, "time", clock)
+        bounded = train(_config(store, tmp_path / "parts", max_minutes=30, **cfg), log=QUIET)
+    assert bounded.stopped_by == "time budget" and len(bounded.history) == 2
+    assert [h.get("cut", False) for h in bounded.history] == [False, True]
+    assert bounded.history[1]["positions"] == 3 * 16 < whole.history[1]["positions"]
+    assert "the 2nd cut by the bound" in bounded.stop_text(), bounded.stop_text()
+    # The checkpoint's model is the one the bounded run scored (its figures are that model's).
+    assert load_model(bounded.checkpoint)[0] is not None
+    resumed = train(_config(store, tmp_path / "parts", **cfg), log=QUIET)
+    assert resumed.resumed_from == 1 and resumed.epochs_run == 2 and resumed.stopped_by == "epochs"
+    assert [h["val_loss"] for h in resumed.history] == [h["val_loss"] for h in whole.history]
+    assert not any(h.get("cut") for h in resumed.history)
+    a, b = (load_model(r.checkpoint)[0].state_dict() for r in (whole, resumed))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert resumed.test["accuracy"] == whole.test["accuracy"]
