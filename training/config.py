@@ -62,7 +62,8 @@ class TrainConfig:
     """Stop once this wall time has passed since training started, pretraining included, cutting
     the epoch short (0: no bound); the result says so (stopped_by, and the cut epoch's history
     row). A run resumed after a cut does the cut epoch again, whole: it ends with the weights of an
-    uninterrupted run (a pretraining the bound cut is kept as it is)."""
+    uninterrupted run (a pretraining the bound cut is kept as it is), and a bound shorter than an
+    epoch cuts that epoch again."""
     seed: int = 0
     """Seed of the initial weights, the shuffling and dropout: the same seed gives the same model."""
     device: Device = "auto"

@@ -105,7 +105,7 @@ class TrainResult:
         }.get(self.stopped_by, self.stopped_by or "not run")
         text = f"{done} of {asked} epoch(s), {why}"
         if self.history and self.history[-1].get("cut"):  # a resumed run does this one again, whole
-            text += f", the {_ordinal(done)} cut by the bound"
+            text += f", the {_ordinal(done)} cut short by the bound"
         if self.pretrain:
             layers = ", ".join(map(str, self.pretrain_done()))
             share = self.max_minutes * PRETRAIN_SHARE
@@ -368,12 +368,16 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
         keep_by=preset.keep_by,
     )
     stopped_by: Stop | Literal[""] = ""
+    redo = False  # resumed from the start of an epoch the bound cut
     if storage.exists(ckpt_path):
         ck = load_checkpoint(ckpt_path, map_location=device)
         if _same_run(ck["config"], config) and ck["encoder"] == {"name": encoder.name, "version": encoder.version}:
             if ck.get("resume"):  # the bound cut its last epoch: go on from where that epoch began
-                log(f"epoch {ck['epoch']} of {ckpt_path} was cut by the time bound: it is done again, whole")
-                ck = {**ck, **ck["resume"]}
+                log(
+                    f"epoch {ck['epoch']} of {ckpt_path} was cut by the time bound: it is done again, whole "
+                    "(a bound shorter than an epoch cuts it again)"
+                )
+                ck, redo = {**ck, **ck["resume"]}, True
             model.load_state_dict(ck["model"])
             opt.load_state_dict(ck["optimizer"])
             history, best_loss, bad = ck["history"], ck["best_val_loss"], ck["bad_epochs"]
@@ -485,10 +489,12 @@ def train(cfg: TrainConfig, log=print, preset: ModelSpec | None = None) -> Train
             log(f"time budget of {cfg.max_minutes:g} min reached" + (" within the epoch" if out_of_time else ""))
             break
     result.stopped_by = stopped_by or EPOCHS_DONE
-    if not result.epochs_run and start_epoch == 0:
-        # No epoch finished (the bound was spent first): the checkpoint still holds this run's
-        # model (pretrained, where it has a pretraining) and says so, never an older run's.
-        _save(ckpt_path, model, opt, config, encoder, source, -1, history, best_loss, None, 0, False, pretrained)
+    if not result.epochs_run and (start_epoch == 0 or redo):
+        # No epoch finished (the bound was spent first, or a resume from a cut epoch had no epoch
+        # left to do): the checkpoint holds the model this run scores (pretrained, where it has a
+        # pretraining) and says so, never an older run's or the cut epoch's.
+        state = (model, opt, config, encoder, source, start_epoch - 1, history, best_loss, best_state, bad, False)
+        _save(ckpt_path, *state, pretrained)
     if best_state is not None:
         model.load_state_dict(best_state)
     result.history = history

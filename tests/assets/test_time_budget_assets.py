@@ -1,6 +1,8 @@
 """A model asset given a time bound (its run config's max_minutes) stops there and says so, in its
 metadata and in the reproduction report's rows (synthetic splits: no Stockfish)."""
 
+import re
+
 import dagster as dg
 import pytest
 
@@ -30,7 +32,10 @@ def test_a_bounded_model_asset_stops_and_its_metadata_and_report_row_say_so(inst
     assert v["max_minutes"] == 0.01 and v["epochs_asked"] == 400 and v["epochs"] < 400
     assert v["stopped_by"] == "time budget" and v["stopped_by_time_budget"] is True
     stop = f"{v['epochs']} of 400 epoch(s), stopped by the time budget (0.01 min)"
-    assert v["training_stop"] == stop
+    # The bound ends the last epoch within it (most often; said so) or at its end.
+    assert v["training_stop"] == stop or re.fullmatch(
+        re.escape(stop) + rf", the {v['epochs']}(st|nd|rd|th) cut short by the bound", v["training_stop"]
+    ), v["training_stop"]
     row = size_text(meta, "full profile: every train row, at most 400 epoch(s), 0.01 minutes")
     assert stop in row and row.startswith("full profile, ")
     text = render(ReportInputs([], {}, {}, [], {}, stops={"mlp_bitmap_3class": row}))

@@ -3,6 +3,7 @@ splits (random legal play, no Stockfish): a bounded run stops and says so, pretr
 Pos2Vec, the piece values' autoencoder) stops at its share of the bound, and the test figures
 (accuracy, both baselines, the leads and their intervals) equal an independent computation."""
 
+import shutil
 import time
 
 import chess
@@ -280,9 +281,20 @@ def test_a_run_the_bound_cut_within_an_epoch_resumes_to_the_weights_of_an_uninte
     assert bounded.stopped_by == "time budget" and len(bounded.history) == 2
     assert [h.get("cut", False) for h in bounded.history] == [False, True]
     assert bounded.history[1]["positions"] == 3 * 16 < whole.history[1]["positions"]
-    assert "the 2nd cut by the bound" in bounded.stop_text(), bounded.stop_text()
-    # The checkpoint's model is the one the bounded run scored (its figures are that model's).
-    assert load_model(bounded.checkpoint)[0] is not None
+    assert bounded.stop_text().endswith(", the 2nd cut short by the bound"), bounded.stop_text()
+    # The checkpoint: the cut epoch as the bounded run scored it, and the state that epoch began from.
+    ck = torch.load(bounded.checkpoint, weights_only=False)
+    assert ck["epoch"] == 1 and ck["history"] == bounded.history and not ck["stopped_early"]
+    began = ck["resume"]
+    assert began["epoch"] == 0 and began["history"] == bounded.history[:1]
+    assert not all(torch.equal(ck["model"][k], began["model"][k]) for k in began["model"])  # 3 batches apart
+    # Resumed with no epoch left to do (epochs=1): the checkpoint then holds what that run scored.
+    shutil.copytree(tmp_path / "parts", tmp_path / "one")
+    one = train(_config(store, tmp_path / "one", **{**cfg, "epochs": 1}), log=QUIET)
+    assert one.epochs_run == 0 and one.history == bounded.history[:1]
+    ck1 = torch.load(one.checkpoint, weights_only=False)
+    assert ck1["resume"] is None and ck1["epoch"] == 0 and ck1["history"] == one.history
+    assert all(torch.equal(ck1["best_model"][k], began["best_model"][k]) for k in began["best_model"])
     resumed = train(_config(store, tmp_path / "parts", **cfg), log=QUIET)
     assert resumed.resumed_from == 1 and resumed.epochs_run == 2 and resumed.stopped_by == "epochs"
     assert [h["val_loss"] for h in resumed.history] == [h["val_loss"] for h in whole.history]
